@@ -1,0 +1,1 @@
+"""The ``streamscale`` command line: one module per command group."""

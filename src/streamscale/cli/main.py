@@ -1,0 +1,22 @@
+"""Entry point: ``streamscale --help`` lists the command groups and every environment variable."""
+
+from __future__ import annotations
+
+import typer
+
+from streamscale.cli import broker, topics
+from streamscale.settings import env_help
+
+app = typer.Typer(
+    name="streamscale",
+    help="Elastic PySpark Structured Streaming on Kafka.\n\n"
+    "Settings come from environment variables:\n\n" + env_help().replace("\n", "\n\n"),
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(broker.app, name="broker")
+app.add_typer(topics.app, name="topics")
+
+
+if __name__ == "__main__":
+    app()

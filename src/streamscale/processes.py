@@ -1,0 +1,159 @@
+"""Start and stop the processes streamscale owns (broker, Spark master/workers, Prometheus).
+
+Every process is started in its own session with its output in a log file, and its PID (and
+any facts such as an address) is recorded in a JSON state file, so that a later command can
+stop it by PID, and tests can stop everything they started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ProcessError(RuntimeError):
+    """A managed process failed to start or to stop."""
+
+
+@dataclass(frozen=True)
+class ManagedProcess:
+    """A process started by streamscale, as recorded in its state file."""
+
+    name: str
+    pid: int
+    log: str
+    argv: list[str]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def alive(self) -> bool:
+        return pid_alive(self.pid)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child still answers kill(0): reap it if it is ours.
+    with contextlib.suppress(ChildProcessError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    return True
+
+
+def state_path(data_dir: Path, name: str) -> Path:
+    return data_dir / f"{name}.json"
+
+
+def start(
+    name: str,
+    argv: Sequence[str],
+    data_dir: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    info: Mapping[str, Any] | None = None,
+    ready: Callable[[], bool] | None = None,
+    ready_timeout_s: float = 30.0,
+) -> ManagedProcess:
+    """Start ``argv`` in the background, wait until ``ready()`` holds, record its PID.
+
+    Raises :class:`ProcessError` (with the log's tail) if it exits or is not ready in time.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = data_dir / f"{name}.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+    managed = ManagedProcess(name, proc.pid, str(log), list(argv), dict(info or {}))
+    state_path(data_dir, name).write_text(json.dumps(asdict(managed), indent=2))
+    deadline = time.monotonic() + ready_timeout_s
+    while True:
+        code = proc.poll()
+        if code is not None:
+            state_path(data_dir, name).unlink(missing_ok=True)
+            raise ProcessError(f"{name} exited with code {code} at start: {tail(log)}")
+        if ready is None or ready():
+            return managed
+        if time.monotonic() > deadline:
+            stop_pid(proc.pid)
+            state_path(data_dir, name).unlink(missing_ok=True)
+            raise ProcessError(f"{name} not ready after {ready_timeout_s:.0f} s: {tail(log)}")
+        time.sleep(0.05)
+
+
+def load(data_dir: Path, name: str) -> ManagedProcess | None:
+    """The recorded process ``name`` in ``data_dir``, or None if none is recorded."""
+    path = state_path(data_dir, name)
+    if not path.exists():
+        return None
+    raw = json.loads(path.read_text())
+    return ManagedProcess(**raw)
+
+
+def stop_pid(pid: int, timeout_s: float = 10.0) -> None:
+    """SIGTERM the process group of ``pid``, then SIGKILL after ``timeout_s``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            os.kill(pid, sig)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not pid_alive(pid):
+                return
+            time.sleep(0.05)
+    if pid_alive(pid):
+        raise ProcessError(f"process {pid} did not stop")
+
+
+def stop(data_dir: Path, name: str, timeout_s: float = 10.0) -> bool:
+    """Stop the recorded process ``name``; False if none was recorded or it was gone."""
+    managed = load(data_dir, name)
+    if managed is None:
+        return False
+    was_alive = managed.alive()
+    if was_alive:
+        stop_pid(managed.pid, timeout_s)
+    state_path(data_dir, name).unlink(missing_ok=True)
+    return was_alive
+
+
+def tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return " | ".join(text[-lines:]) or "(empty log)"

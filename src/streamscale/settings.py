@@ -1,0 +1,182 @@
+"""One frozen, typed settings model for every streamscale process.
+
+Values come from keyword arguments, then environment variables prefixed ``STREAMSCALE_``
+(``STREAMSCALE_BOOTSTRAP_SERVERS``...), then an optional ``.env``-style config file. Kafka client
+keys and Spark keys are emitted by :meth:`Settings.as_dict` so that one place decides them.
+Validation happens at construction with messages that say what to change.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+EndOffsetsMethod = Literal["list_offsets", "fetch"]
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"]
+
+
+class Settings(BaseSettings):
+    """Connection, pipeline and Spark settings (env prefix ``STREAMSCALE_``)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="STREAMSCALE_",
+        frozen=True,
+        extra="forbid",
+        env_file=None,
+    )
+
+    # Kafka connection
+    bootstrap_servers: str = Field(
+        "127.0.0.1:9092", description="Kafka bootstrap servers, comma-separated host:port"
+    )
+    security_protocol: SecurityProtocol = Field("PLAINTEXT", description="Kafka security.protocol")
+    sasl_mechanism: SaslMechanism | None = Field(None, description="Kafka sasl.mechanism")
+    sasl_username: str | None = Field(None, description="SASL username")
+    sasl_password: SecretStr | None = Field(None, description="SASL password (secret)")
+    ssl_ca_location: str | None = Field(None, description="CA certificate file for SSL")
+    end_offsets_method: EndOffsetsMethod = Field(
+        "list_offsets",
+        description="How true end offsets are read: list_offsets (real Kafka) or fetch "
+        "(brokers whose ListOffsets latest is wrong, such as the embedded one)",
+    )
+    request_timeout_s: float = Field(30.0, gt=0, description="Kafka admin/metadata timeout")
+
+    # Topics
+    replication_factor: int | None = Field(
+        None, ge=1, description="Topic replication factor (default: min(3, brokers))"
+    )
+    retention_ms: int = Field(
+        7 * 24 * 3600 * 1000, ge=-1, description="retention.ms for stream topics"
+    )
+
+    # Spark and pipelines
+    spark_master: str = Field("local[2]", description="Spark master URL")
+    checkpoint_dir: Path = Field(
+        Path(".streamscale/checkpoints"), description="Checkpoint root directory"
+    )
+    trigger_interval_s: float = Field(
+        1.0, ge=0, description="Micro-batch trigger interval (seconds)"
+    )
+    max_offsets_per_trigger: int | None = Field(
+        None, gt=0, description="Records per micro-batch (all partitions)"
+    )
+    min_partitions: int | None = Field(None, gt=0, description="Minimum Spark input partitions")
+    shuffle_partitions: int = Field(4, gt=0, description="spark.sql.shuffle.partitions")
+    state_store: Literal["rocksdb", "hdfs"] = Field("rocksdb", description="State store provider")
+    driver_memory: str = Field("1g", description="spark.driver.memory")
+    executor_memory: str = Field("1g", description="spark.executor.memory")
+
+    # Observability
+    metrics_host: str = Field("127.0.0.1", description="/metrics bind address")
+    metrics_port: int = Field(9464, ge=0, le=65535, description="/metrics port (0: disabled)")
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _check_bootstrap(cls, value: str) -> str:
+        servers = [s.strip() for s in value.split(",") if s.strip()]
+        if not servers:
+            raise ValueError(
+                "bootstrap_servers is empty: set STREAMSCALE_BOOTSTRAP_SERVERS=host:port"
+            )
+        for server in servers:
+            host, sep, port = server.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ValueError(
+                    f"bootstrap server {server!r} is not host:port: "
+                    "set STREAMSCALE_BOOTSTRAP_SERVERS=host:port[,host:port]"
+                )
+        return ",".join(servers)
+
+    @model_validator(mode="after")
+    def _check_cross_fields(self) -> Settings:
+        if self.security_protocol.startswith("SASL"):
+            if self.sasl_mechanism is None:
+                raise ValueError(
+                    f"security_protocol={self.security_protocol} needs a mechanism: "
+                    "set STREAMSCALE_SASL_MECHANISM (PLAIN, SCRAM-SHA-256, ...)"
+                )
+            needs_password = self.sasl_mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+            if needs_password and (self.sasl_username is None or self.sasl_password is None):
+                raise ValueError(
+                    f"sasl_mechanism={self.sasl_mechanism} needs credentials: "
+                    "set STREAMSCALE_SASL_USERNAME and STREAMSCALE_SASL_PASSWORD"
+                )
+        elif self.sasl_username is not None or self.sasl_password is not None:
+            raise ValueError(
+                "SASL credentials are set but security_protocol is "
+                f"{self.security_protocol}: set STREAMSCALE_SECURITY_PROTOCOL=SASL_SSL "
+                "or unset the credentials"
+            )
+        return self
+
+    def kafka_config(self) -> dict[str, str]:
+        """librdkafka client keys (secrets revealed: only for handing to the client)."""
+        conf: dict[str, str] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+        }
+        if self.sasl_mechanism:
+            conf["sasl.mechanism"] = self.sasl_mechanism
+        if self.sasl_username is not None:
+            conf["sasl.username"] = self.sasl_username
+        if self.sasl_password is not None:
+            conf["sasl.password"] = self.sasl_password.get_secret_value()
+        if self.ssl_ca_location:
+            conf["ssl.ca.location"] = self.ssl_ca_location
+        return conf
+
+    def source_options(self) -> dict[str, str]:
+        """Options of the ``streamscale-kafka`` source and sink (``kafka.*`` plus our own)."""
+        opts = {f"kafka.{k}": v for k, v in self.kafka_config().items()}
+        opts["endOffsetsMethod"] = self.end_offsets_method
+        if self.max_offsets_per_trigger is not None:
+            opts["maxOffsetsPerTrigger"] = str(self.max_offsets_per_trigger)
+        if self.min_partitions is not None:
+            opts["minPartitions"] = str(self.min_partitions)
+        return opts
+
+    def spark_conf(self) -> dict[str, str]:
+        """Spark configuration keys this project sets on every session."""
+        conf = {
+            "spark.master": self.spark_master,
+            "spark.sql.shuffle.partitions": str(self.shuffle_partitions),
+            "spark.driver.memory": self.driver_memory,
+            "spark.executor.memory": self.executor_memory,
+            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+        }
+        if self.state_store == "rocksdb":
+            conf["spark.sql.streaming.stateStore.providerClass"] = (
+                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+            )
+        return conf
+
+    def as_dict(self, *, reveal_secrets: bool = False) -> dict[str, Any]:
+        """Kafka (``kafka.*``) and Spark (``spark.*``) keys in one mapping.
+
+        Secrets are masked unless ``reveal_secrets``: the result is safe to log by default.
+        """
+        out: dict[str, Any] = {f"kafka.{k}": v for k, v in self.kafka_config().items()}
+        if not reveal_secrets and "kafka.sasl.password" in out:
+            out["kafka.sasl.password"] = "**********"
+        out.update(self.spark_conf())
+        return out
+
+
+def embedded_settings(bootstrap_servers: str, **overrides: Any) -> Settings:
+    """Settings for the embedded broker: its ListOffsets is wrong, so end offsets use Fetch."""
+    return Settings(bootstrap_servers=bootstrap_servers, end_offsets_method="fetch", **overrides)
+
+
+def env_help() -> str:
+    """One line per setting: its env var, default and description (for ``--help``)."""
+    lines = []
+    for name, field in Settings.model_fields.items():
+        default = field.default if field.default is not None else "unset"
+        lines.append(f"STREAMSCALE_{name.upper()}  (default {default}): {field.description}")
+    return "\n".join(lines)
