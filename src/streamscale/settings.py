@@ -168,6 +168,12 @@ class Settings(BaseSettings):
         return out
 
 
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment, with the non-None ``overrides`` (CLI options) on top."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return Settings(**given)
+
+
 def embedded_settings(bootstrap_servers: str, **overrides: Any) -> Settings:
     """Settings for the embedded broker: its ListOffsets is wrong, so end offsets use Fetch."""
     return Settings(bootstrap_servers=bootstrap_servers, end_offsets_method="fetch", **overrides)

@@ -1,0 +1,134 @@
+"""Kafka in and out of PySpark, side by side in one run, on the embedded broker.
+
+    .venv/bin/python benchmarks/kafka_io.py [--records 1000000] [--batch 250000]
+
+Prints records/s of (a) a plain confluent-kafka consume loop (the limit on this machine),
+(b) the streamscale source into Spark's noop sink, (c) the source into the streamscale Kafka
+sink. (b) and (c) are "steady": batches after the first (which pays for Python worker start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CTP
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streamscale.kafka import broker as embedded
+from streamscale.kafka.client import producer_config
+from streamscale.settings import Settings, embedded_settings
+from streamscale.spark import session
+
+PARTITIONS = 4
+
+
+def create(settings: Settings, *topics: str) -> None:
+    admin = AdminClient(settings.kafka_config())
+    for future in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics]).values():
+        future.result(timeout=15)
+
+
+def fill(settings: Settings, topic: str, records: int) -> float:
+    producer = Producer(producer_config(settings.kafka_config(), **{"linger.ms": 50}))
+    payload = b"x" * 90
+    began = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, payload, b"k%08d" % i)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    assert producer.flush(60) == 0
+    return records / (time.perf_counter() - began)
+
+
+def plain_consume(settings: Settings, topic: str, records: int) -> float:
+    """The ceiling: one consumer, all partitions, touching what the source touches."""
+    consumer = Consumer(
+        {**settings.kafka_config(), "group.id": "bench-plain", "enable.auto.commit": False}
+    )
+    consumer.assign([CTP(topic, p, 0) for p in range(PARTITIONS)])
+    seen = 0
+    began = time.perf_counter()
+    while seen < records:
+        for msg in consumer.consume(10_000, 1.0):
+            if msg.error() is None:
+                msg.key(), msg.value(), msg.offset(), msg.timestamp()
+                seen += 1
+    elapsed = time.perf_counter() - began
+    consumer.close()
+    return seen / elapsed
+
+
+def steady_rate(query: Any) -> tuple[float, int]:
+    """Records/s over the batches after the first one, and the batch count."""
+    progress = [p for p in query.recentProgress if p.numInputRows]
+    steady = progress[1:] or progress
+    rows = sum(p.numInputRows for p in steady)
+    seconds = sum(p.durationMs["triggerExecution"] for p in steady) / 1000
+    return rows / seconds, len(progress)
+
+
+def spark_run(spark: Any, settings: Settings, topic: str, batch: int, sink: str | None) -> Any:
+    df = (
+        spark.readStream.format("streamscale-kafka")
+        .options(**settings.source_options())
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(batch))
+        .load()
+    )
+    checkpoint = tempfile.mkdtemp(prefix="bench-ckpt-")
+    if sink is None:
+        writer = df.writeStream.format("noop")
+    else:
+        writer = (
+            df.selectExpr("key", "value")
+            .writeStream.format("streamscale-kafka")
+            .options(**settings.source_options())
+            .option("topic", sink)
+        )
+    query = writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+    query.awaitTermination()
+    return query
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--batch", type=int, default=250_000, help="maxOffsetsPerTrigger")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp, embedded.embedded_broker(Path(tmp)) as running:
+        settings = embedded_settings(running.bootstrap)
+        create(settings, "bench-in", "bench-out")
+        produce_rate = fill(settings, "bench-in", args.records)
+        plain = plain_consume(settings, "bench-in", args.records)
+        spark = session(Settings(spark_master="local[2]", shuffle_partitions=2))
+        noop, noop_batches = steady_rate(spark_run(spark, settings, "bench-in", args.batch, None))
+        kafka, kafka_batches = steady_rate(
+            spark_run(spark, settings, "bench-in", args.batch, "bench-out")
+        )
+        spark.stop()
+
+    print(
+        f"records: {args.records:,} of ~100 bytes on {PARTITIONS} partitions; produce {produce_rate:,.0f}/s"
+    )
+    print(f"{'path':<38}{'records/s':>12}{'vs (a)':>9}")
+    print(f"{'(a) plain confluent-kafka consume':<38}{plain:>12,.0f}{1.0:>9.2f}")
+    print(
+        f"{'(b) source -> noop sink (steady)':<38}{noop:>12,.0f}{noop / plain:>9.2f}  ({noop_batches} batches)"
+    )
+    print(
+        f"{'(c) source -> Kafka sink (steady)':<38}{kafka:>12,.0f}{kafka / plain:>9.2f}  ({kafka_batches} batches)"
+    )
+
+
+if __name__ == "__main__":
+    main()

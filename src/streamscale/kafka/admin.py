@@ -1,0 +1,355 @@
+"""Kafka metadata and offsets: topic specs applied without loss, true end offsets, groups.
+
+:class:`KafkaAdmin` is the one I/O edge for cluster metadata. It is long-lived (the source's
+driver side keeps one) and cheap to create; clients are made on first use.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from streamscale.kafka.offsets import Offsets, TopicPartition
+
+log = logging.getLogger(__name__)
+
+EndOffsetsMethod = Literal["list_offsets", "fetch"]
+
+
+class KafkaError(RuntimeError):
+    """A Kafka operation failed; the message names the servers, topic or partition."""
+
+
+class UnreachableError(KafkaError):
+    """No broker answered within the timeout."""
+
+
+class UnknownTopicError(KafkaError):
+    """A topic that should exist does not."""
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic as it should be. ``None`` replication factor means min(3, brokers)."""
+
+    name: str
+    partitions: int = 1
+    replication_factor: int | None = None
+    table: bool = False
+    retention_ms: int | None = 7 * 24 * 3600 * 1000
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+    def resolved(self, brokers: int) -> tuple[int, dict[str, str]]:
+        """Replication factor and configs for a cluster of ``brokers`` brokers."""
+        rf = self.replication_factor or min(3, brokers)
+        configs = {"min.insync.replicas": str(min(2, rf))}
+        if self.table:
+            configs["cleanup.policy"] = "compact"
+            configs["retention.ms"] = "-1"
+        else:
+            configs["cleanup.policy"] = "delete"
+            if self.retention_ms is not None:
+                configs["retention.ms"] = str(self.retention_ms)
+        configs["retention.bytes"] = "-1"
+        configs.update(self.configs)
+        return rf, configs
+
+
+@dataclass
+class ApplyReport:
+    """What ``apply`` did and found: created topics, drift (never altered), warnings."""
+
+    created: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    drift: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+class KafkaAdmin:
+    """Metadata, offsets and consumer-group commits against one cluster.
+
+    ``conf`` holds librdkafka connection keys (``bootstrap.servers``, security...).
+    ``end_offsets_method="fetch"`` reads high watermarks from Fetch responses, for brokers
+    whose ListOffsets "latest" is wrong (the embedded one).
+    """
+
+    def __init__(
+        self,
+        conf: Mapping[str, Any],
+        end_offsets_method: EndOffsetsMethod = "list_offsets",
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.conf = dict(conf)
+        self.end_offsets_method = end_offsets_method
+        self.timeout_s = timeout_s
+        self._admin: Any = None
+        self._consumer: Any = None
+        self._group_consumers: dict[str, Any] = {}
+
+    @property
+    def servers(self) -> str:
+        return str(self.conf.get("bootstrap.servers", "?"))
+
+    # clients -------------------------------------------------------------------------------
+    def _admin_client(self) -> Any:
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient(self.conf)
+        return self._admin
+
+    def _offsets_consumer(self) -> Any:
+        if self._consumer is None:
+            from confluent_kafka import Consumer
+
+            self._consumer = Consumer(
+                {
+                    **self.conf,
+                    "group.id": f"streamscale-offsets-{uuid.uuid4().hex[:8]}",
+                    "enable.auto.commit": False,
+                    "enable.partition.eof": True,
+                    "auto.offset.reset": "earliest",
+                    "fetch.wait.max.ms": 10,
+                    "max.partition.fetch.bytes": 1024,
+                    "queued.min.messages": 1,
+                }
+            )
+        return self._consumer
+
+    def close(self) -> None:
+        for consumer in [self._consumer, *self._group_consumers.values()]:
+            if consumer is not None:
+                consumer.close()
+        self._consumer = None
+        self._group_consumers.clear()
+        self._admin = None
+
+    # metadata ------------------------------------------------------------------------------
+    def metadata(self, topic: str | None = None) -> Any:
+        """Cluster metadata; :class:`UnreachableError` naming the servers if none answers."""
+        from confluent_kafka import KafkaException
+
+        try:
+            return self._admin_client().list_topics(topic=topic, timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise UnreachableError(
+                f"cannot reach Kafka at {self.servers} within {self.timeout_s:.0f} s: "
+                f"{exc.args[0].str() if exc.args else exc}"
+            ) from None
+
+    def brokers(self) -> int:
+        return len(self.metadata().brokers)
+
+    def topics(self) -> dict[str, int]:
+        """Existing topics (internal ones excluded) and their partition counts."""
+        md = self.metadata()
+        return {
+            name: len(t.partitions)
+            for name, t in md.topics.items()
+            if t.error is None and not name.startswith("__")
+        }
+
+    def partitions(
+        self,
+        subscribe: Sequence[str] = (),
+        pattern: str | None = None,
+        assign: Sequence[TopicPartition] = (),
+    ) -> list[TopicPartition]:
+        """The partitions a source reads: of subscribed topics, matching topics, or assigned."""
+        existing = self.topics()
+        if assign:
+            missing = sorted({tp.topic for tp in assign} - set(existing))
+            if missing:
+                raise UnknownTopicError(
+                    f"assigned topics do not exist on {self.servers}: {missing}"
+                )
+            for tp in assign:
+                if tp.partition >= existing[tp.topic]:
+                    raise UnknownTopicError(
+                        f"topic {tp.topic} has {existing[tp.topic]} partitions: "
+                        f"partition {tp.partition} does not exist"
+                    )
+            return sorted(assign)
+        if pattern is not None:
+            regex = re.compile(pattern)
+            names = sorted(t for t in existing if regex.fullmatch(t))
+        else:
+            missing = sorted(set(subscribe) - set(existing))
+            if missing:
+                raise UnknownTopicError(
+                    f"subscribed topic(s) {', '.join(missing)} do not exist on {self.servers}: "
+                    "create them (streamscale topics apply) or fix `subscribe`"
+                )
+            names = sorted(set(subscribe))
+        return [TopicPartition(t, p) for t in names for p in range(existing[t])]
+
+    # offsets -------------------------------------------------------------------------------
+    def _watermarks(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
+        from confluent_kafka import KafkaException
+        from confluent_kafka import TopicPartition as CTP
+
+        consumer = self._offsets_consumer()
+        out = {}
+        for tp in tps:
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    CTP(tp.topic, tp.partition), timeout=self.timeout_s, cached=False
+                )
+            except KafkaException as exc:
+                raise KafkaError(
+                    f"cannot read offsets of {tp.topic}-{tp.partition} on {self.servers}: "
+                    f"{exc.args[0].str() if exc.args else exc}"
+                ) from None
+            out[tp] = (int(low), int(high))
+        return out
+
+    def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
+        """First available offset of each partition (log start offset)."""
+        return {tp: low for tp, (low, _) in self._watermarks(tps).items()}
+
+    def end_offsets(self, tps: Iterable[TopicPartition]) -> Offsets:
+        """True high watermark of each partition (the offset the next record will get)."""
+        marks = self._watermarks(tps)
+        if self.end_offsets_method == "list_offsets":
+            return {tp: high for tp, (_, high) in marks.items()}
+        return self._fetch_high_watermarks(marks)
+
+    def _fetch_high_watermarks(self, marks: Mapping[TopicPartition, tuple[int, int]]) -> Offsets:
+        """High watermarks from Fetch responses: read one record at (reported - 1) each.
+
+        ListOffsets' value is at most the true end and at least one past the newest batch's
+        first offset, so a fetch there returns a response carrying the true high watermark.
+        """
+        from confluent_kafka import TopicPartition as CTP
+
+        out: Offsets = {}
+        pending: dict[TopicPartition, int] = {}
+        for tp, (low, high) in marks.items():
+            if high <= low:
+                out[tp] = high
+            else:
+                pending[tp] = high - 1
+        if not pending:
+            return out
+        consumer = self._offsets_consumer()
+        consumer.assign([CTP(tp.topic, tp.partition, off) for tp, off in pending.items()])
+        waiting = set(pending)
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            while waiting and time.monotonic() < deadline:
+                for msg in consumer.consume(num_messages=len(waiting) * 4, timeout=0.2):
+                    waiting.discard(TopicPartition(msg.topic(), msg.partition()))
+            if waiting:
+                names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(waiting))
+                raise KafkaError(f"no fetch answer for {names} on {self.servers} in time")
+            for tp in pending:
+                _, high = consumer.get_watermark_offsets(CTP(tp.topic, tp.partition), cached=True)
+                out[tp] = max(int(high), marks[tp][1])
+        finally:
+            consumer.unassign()
+        return out
+
+    # consumer groups -----------------------------------------------------------------------
+    def _group_consumer(self, group: str) -> Any:
+        if group not in self._group_consumers:
+            from confluent_kafka import Consumer
+
+            self._group_consumers[group] = Consumer(
+                {**self.conf, "group.id": group, "enable.auto.commit": False}
+            )
+        return self._group_consumers[group]
+
+    def commit(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``offsets`` (next to read) for ``group`` without joining it."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka import TopicPartition as CTP
+
+        if not offsets:
+            return
+        try:
+            self._group_consumer(group).commit(
+                offsets=[CTP(tp.topic, tp.partition, off) for tp, off in sorted(offsets.items())],
+                asynchronous=False,
+            )
+        except KafkaException as exc:
+            raise KafkaError(f"cannot commit offsets of group {group}: {exc}") from None
+
+    def committed(self, group: str, tps: Iterable[TopicPartition]) -> Offsets:
+        """Committed offsets of ``group`` (partitions with no commit are left out)."""
+        from confluent_kafka import TopicPartition as CTP
+
+        result = self._group_consumer(group).committed(
+            [CTP(tp.topic, tp.partition) for tp in tps], timeout=self.timeout_s
+        )
+        return {TopicPartition(r.topic, r.partition): r.offset for r in result if r.offset >= 0}
+
+    # topics --------------------------------------------------------------------------------
+    def apply(self, specs: Iterable[TopicSpec]) -> ApplyReport:
+        """Create missing topics; report drift of existing ones. Never deletes or alters."""
+        from confluent_kafka.admin import ConfigResource, NewTopic
+
+        report = ApplyReport()
+        md = self.metadata()
+        brokers = len(md.brokers)
+        specs = list(specs)
+        to_create = []
+        reduced: list[str] = []
+        for spec in specs:
+            rf, configs = spec.resolved(brokers)
+            if spec.replication_factor is None and rf < 3:
+                reduced.append(spec.name)
+            if spec.replication_factor is not None and spec.replication_factor > brokers:
+                report.warnings.append(
+                    f"{spec.name}: replication factor {spec.replication_factor} exceeds the "
+                    f"{brokers} broker(s) of the cluster; real Kafka refuses it"
+                )
+            existing = md.topics.get(spec.name)
+            if existing is None or existing.error is not None:
+                to_create.append(NewTopic(spec.name, spec.partitions, rf, config=configs))
+                continue
+            found = len(existing.partitions)
+            if found != spec.partitions:
+                report.drift.append(f"{spec.name}: {found} partitions, spec says {spec.partitions}")
+            replicas = {len(p.replicas) for p in existing.partitions.values()}
+            if replicas and replicas != {rf}:
+                report.drift.append(
+                    f"{spec.name}: replication factor {sorted(replicas)}, spec says {rf}"
+                )
+            resource = ConfigResource("topic", spec.name)
+            actual = (
+                self._admin_client()
+                .describe_configs([resource])[resource]
+                .result(timeout=self.timeout_s)
+            )
+            for key, want in configs.items():
+                got = actual.get(key)
+                if got is None:
+                    report.drift.append(
+                        f"{spec.name}: {key} not reported by the broker, spec says {want}"
+                    )
+                elif got.value != want:
+                    report.drift.append(f"{spec.name}: {key}={got.value}, spec says {want}")
+            if not any(d.startswith(f"{spec.name}:") for d in report.drift):
+                report.unchanged.append(spec.name)
+        if reduced:
+            report.warnings.append(
+                f"the cluster has {brokers} broker(s): replication factor "
+                f"{min(3, brokers)} and min.insync.replicas {min(2, brokers)} instead of 3 and 2 "
+                f"for {', '.join(reduced)} (no redundancy: fine for a local run only)"
+            )
+        if to_create:
+            futures = self._admin_client().create_topics(
+                to_create, operation_timeout=self.timeout_s
+            )
+            for name, future in futures.items():
+                try:
+                    future.result(timeout=self.timeout_s)
+                except Exception as exc:
+                    raise KafkaError(f"cannot create topic {name}: {exc}") from None
+                report.created.append(name)
+        return report

@@ -1,0 +1,257 @@
+"""Offset arithmetic of the Kafka source: pure functions, no I/O.
+
+Offsets are "next offset to read" per topic-partition. Their JSON form is Spark's Kafka
+source's: ``{"topic": {"0": 123, "1": 456}}``; in ``startingOffsets`` JSON ``-2`` means
+earliest and ``-1`` latest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+EARLIEST = -2
+LATEST = -1
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+Offsets = dict[TopicPartition, int]
+
+
+class OffsetError(ValueError):
+    """Offsets that cannot be used as given (bad JSON, missing partitions, out of range)."""
+
+
+@dataclass(frozen=True, order=True)
+class OffsetRange:
+    """Records ``[start, end)`` of one partition, read by one Spark task."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return max(0, self.end - self.start)
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+def to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """``{tp: offset}`` → Spark's ``{"topic": {"partition": offset}}`` (sorted, stable)."""
+    out: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = int(offsets[tp])
+    return out
+
+
+def from_json(data: Mapping[str, Mapping[str, int]] | str) -> Offsets:
+    """Spark's offsets JSON (a dict or its text) → ``{tp: offset}``."""
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise OffsetError(f"offsets are not valid JSON: {exc.msg}: {data!r}") from None
+    if not isinstance(data, Mapping):
+        raise OffsetError(f'offsets must be a JSON object {{"topic": {{"0": 1}}}}, got {data!r}')
+    out: Offsets = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, Mapping):
+            raise OffsetError(f"offsets of topic {topic!r} must be an object, got {parts!r}")
+        for partition, offset in parts.items():
+            try:
+                tp = TopicPartition(str(topic), int(partition))
+            except ValueError:
+                raise OffsetError(f"partition {partition!r} of {topic!r} is not an int") from None
+            if isinstance(offset, bool) or not isinstance(offset, int):
+                raise OffsetError(f"offset of {topic}-{partition} is not an int: {offset!r}")
+            out[tp] = offset
+    return out
+
+
+def parse_assign(text: str) -> list[TopicPartition]:
+    """The ``assign`` option: ``{"topicA": [0, 1], "topicB": [2]}``."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise OffsetError(
+            f'assign is not valid JSON ({exc.msg}): expected {{"t": [0, 1]}}'
+        ) from None
+    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+        raise OffsetError(f'assign must look like {{"topicA": [0, 1]}}, got {text!r}')
+    tps = []
+    for topic, parts in data.items():
+        for p in parts:
+            if isinstance(p, bool) or not isinstance(p, int) or p < 0:
+                raise OffsetError(f"assign: partition {p!r} of {topic!r} is not a natural number")
+            tps.append(TopicPartition(topic, p))
+    if not tps:
+        raise OffsetError("assign names no partition")
+    return sorted(set(tps))
+
+
+def resolve_specific(
+    requested: Mapping[TopicPartition, int],
+    partitions: Iterable[TopicPartition],
+    earliest: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+) -> Offsets:
+    """Resolve ``startingOffsets`` JSON over the known partitions (-2 earliest, -1 latest).
+
+    Like Spark, every partition must be named: a partial map is an error that lists the
+    missing ones rather than a silent guess.
+    """
+    wanted = set(partitions)
+    missing = sorted(wanted - set(requested))
+    if missing:
+        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
+        raise OffsetError(f"startingOffsets names no offset for partitions {names}")
+    unknown = sorted(set(requested) - wanted)
+    if unknown:
+        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in unknown)
+        raise OffsetError(f"startingOffsets names partitions that are not read: {names}")
+    out: Offsets = {}
+    for tp in sorted(wanted):
+        offset = requested[tp]
+        if offset == EARLIEST:
+            out[tp] = earliest[tp]
+        elif offset == LATEST:
+            out[tp] = latest[tp]
+        elif offset < 0:
+            raise OffsetError(f"offset {offset} of {tp.topic}-{tp.partition} is negative")
+        else:
+            out[tp] = offset
+    return out
+
+
+@dataclass(frozen=True)
+class OutOfRange:
+    """A start offset outside a partition's ``[earliest, latest]``."""
+
+    tp: TopicPartition
+    offset: int
+    earliest: int
+    latest: int
+
+    @property
+    def lost(self) -> bool:
+        """True when records were deleted before being read (offset below earliest)."""
+        return self.offset < self.earliest
+
+    @property
+    def reset_to(self) -> int:
+        return self.earliest if self.lost else self.latest
+
+    def message(self) -> str:
+        what = (
+            f"records {self.offset}..{self.earliest - 1} are no longer available"
+            if self.lost
+            else f"offset {self.offset} is beyond the end offset {self.latest}"
+        )
+        return (
+            f"offset out of range on topic {self.tp.topic} partition {self.tp.partition}: {what} "
+            f"(available: {self.earliest}..{self.latest})"
+        )
+
+
+def out_of_range(
+    offsets: Mapping[TopicPartition, int],
+    earliest: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+) -> list[OutOfRange]:
+    """The partitions whose offset lies outside ``[earliest, latest]`` (known partitions only)."""
+    bad = []
+    for tp, offset in sorted(offsets.items()):
+        if tp in earliest and tp in latest and not earliest[tp] <= offset <= latest[tp]:
+            bad.append(OutOfRange(tp, offset, earliest[tp], latest[tp]))
+    return bad
+
+
+def largest_remainder(
+    total: int, weights: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """Share ``total`` units in proportion to integer ``weights`` so that shares sum exactly.
+
+    Each share is at most its weight when ``total`` <= sum(weights). Ties go to the larger
+    weight, then to the partition order, so the result is deterministic.
+    """
+    weight_sum = sum(weights.values())
+    if weight_sum <= 0 or total <= 0:
+        return {tp: 0 for tp in weights}
+    total = min(total, weight_sum)
+    shares = {tp: total * w // weight_sum for tp, w in weights.items()}
+    left = total - sum(shares.values())
+    order = sorted(
+        weights, key=lambda tp: (-((total * weights[tp]) % weight_sum), -weights[tp], tp)
+    )
+    for tp in order[:left]:
+        shares[tp] += 1
+    return shares
+
+
+def rate_limit(
+    start: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    max_records: int | None,
+) -> Offsets:
+    """End offsets of the next micro-batch: at most ``max_records`` in all, shared by backlog.
+
+    ``start`` must hold an offset for every partition of ``latest``. Like Spark's
+    ``maxOffsetsPerTrigger``, the limit is shared in proportion to each partition's backlog,
+    so that no partition starves; unlike Spark's rounding, shares sum exactly to the limit.
+    """
+    backlog = {tp: max(0, latest[tp] - start[tp]) for tp in latest}
+    if max_records is None or sum(backlog.values()) <= max_records:
+        return {tp: max(start[tp], latest[tp]) for tp in latest}
+    shares = largest_remainder(max_records, backlog)
+    return {tp: start[tp] + shares[tp] for tp in latest}
+
+
+def ranges(
+    start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]
+) -> list[OffsetRange]:
+    """Non-empty ``[start, end)`` ranges of a micro-batch, in partition order."""
+    out = []
+    for tp in sorted(end):
+        s = start.get(tp, end[tp])
+        if end[tp] > s:
+            out.append(OffsetRange(tp.topic, tp.partition, s, end[tp]))
+    return out
+
+
+def split_ranges(offset_ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+    """Split ranges so that there are at least ``min_partitions`` of them (as records allow).
+
+    Pieces are allotted to ranges in proportion to their size (each keeps at least one), and
+    each range is cut into contiguous near-equal pieces: every record is read exactly once.
+    """
+    non_empty = [r for r in offset_ranges if r.size > 0]
+    if min_partitions is None or len(non_empty) >= min_partitions:
+        return non_empty
+    total = sum(r.size for r in non_empty)
+    target = min(min_partitions, total)
+    keys = [TopicPartition(str(i), 0) for i in range(len(non_empty))]
+    extra = largest_remainder(
+        target - len(non_empty), {k: r.size - 1 for k, r in zip(keys, non_empty, strict=True)}
+    )
+    out: list[OffsetRange] = []
+    for key, r in zip(keys, non_empty, strict=True):
+        pieces = 1 + extra[key]
+        step = r.size / pieces
+        bounds = [r.start + math.floor(i * step) for i in range(pieces)] + [r.end]
+        out.extend(
+            OffsetRange(r.topic, r.partition, bounds[i], bounds[i + 1])
+            for i in range(pieces)
+            if bounds[i + 1] > bounds[i]
+        )
+    return out

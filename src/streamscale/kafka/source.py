@@ -1,0 +1,361 @@
+"""The ``streamscale-kafka`` streaming source: Spark's Kafka source in Python, over librdkafka.
+
+Planning runs driver-side in one long-lived Python process (``initialOffset``,
+``latestOffset``, ``partitions``, ``commit``); records are read on executors by ``read()``,
+which makes its own consumer, reads exactly ``[start, end)`` of one range and returns Arrow
+record batches. Spark's checkpoint is the source of truth for offsets; after each committed
+batch the processed offsets are also committed to a Kafka consumer group so that external lag
+tools see the pipeline.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from streamscale.kafka.admin import KafkaAdmin
+from streamscale.kafka.offsets import (
+    OffsetError,
+    Offsets,
+    TopicPartition,
+    from_json,
+    out_of_range,
+    ranges,
+    rate_limit,
+    resolve_specific,
+    split_ranges,
+    to_json,
+)
+from streamscale.kafka.options import SourceOptions
+
+log = logging.getLogger(__name__)
+
+HEADERS_TYPE = ArrayType(
+    StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+)
+
+
+def source_schema(include_headers: bool = False) -> StructType:
+    """The schema of Spark's own Kafka source."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(StructField("headers", HEADERS_TYPE))
+    return StructType(fields)
+
+
+class DataLossError(RuntimeError):
+    """Offsets the query needs are gone or out of range, and ``failOnDataLoss`` is true."""
+
+
+class KafkaInputPartition(InputPartition):  # type: ignore[misc]
+    """One Spark task: records ``[start, end)`` of one Kafka partition."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+
+
+# librdkafka's timestamp types → Kafka's (Spark's timestampType column).
+_TIMESTAMP_TYPES = {0: -1, 1: 0, 2: 1}
+ARROW_BATCH_ROWS = 20_000
+# An unreachable cluster must fail the query within 30 s, naming the servers.
+ADMIN_TIMEOUT_S = 20.0
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+    """Plans micro-batches over Kafka offsets and reads them on executors."""
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self.options = options
+        self.include_headers = options.include_headers
+        self._admin: KafkaAdmin | None = None
+        self._latest: Offsets | None = None
+        self._available_now: Offsets | None = None
+        self._group_offsets: Offsets = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_admin"] = None  # clients never travel to executors
+        return state
+
+    # driver side ---------------------------------------------------------------------------
+    @property
+    def admin(self) -> KafkaAdmin:
+        if self._admin is None:
+            self._admin = KafkaAdmin(
+                self.options.kafka, self.options.end_offsets_method, timeout_s=ADMIN_TIMEOUT_S
+            )
+        return self._admin
+
+    def _partitions(self) -> list[TopicPartition]:
+        o = self.options
+        tps = self.admin.partitions(o.subscribe, o.subscribe_pattern, o.assign)
+        if not tps and o.subscribe_pattern is not None:
+            log.warning("subscribePattern %r matches no topic yet", o.subscribe_pattern)
+        return tps
+
+    def _check_range(self, offsets: Offsets, earliest: Offsets, latest: Offsets) -> Offsets:
+        """Apply ``failOnDataLoss`` to offsets outside ``[earliest, latest]``."""
+        bad = out_of_range(offsets, earliest, latest)
+        if not bad:
+            return offsets
+        if self.options.fail_on_data_loss:
+            raise DataLossError(
+                bad[0].message() + " (set failOnDataLoss=false to skip to available offsets)"
+            )
+        fixed = dict(offsets)
+        for oor in bad:
+            log.warning(
+                "%s: skipping to offset %d (failOnDataLoss=false)", oor.message(), oor.reset_to
+            )
+            fixed[oor.tp] = oor.reset_to
+        return fixed
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:
+        tps = self._partitions()
+        earliest = self.admin.earliest(tps)
+        starting = self.options.starting
+        if starting == "earliest":
+            return to_json(earliest)
+        latest = self.admin.end_offsets(tps)
+        if starting == "latest":
+            return to_json(latest)
+        assert isinstance(starting, dict)
+        try:
+            offsets = resolve_specific(starting, tps, earliest, latest)
+        except OffsetError as exc:
+            raise OffsetError(f"startingOffsets: {exc}") from None
+        return to_json(self._check_range(offsets, earliest, latest))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = self.admin.end_offsets(self._partitions())
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, dict[str, int]]:
+        current = from_json(start)
+        # Spark plans batch N+1 only once batch N is committed to the checkpoint, so ``start``
+        # is the processed position: mirror it to the consumer group now, not one batch late.
+        self._commit_group(current)
+        tps = self._partitions()
+        new = [tp for tp in tps if tp not in current]
+        if new:
+            log.info("new partitions %s start at their earliest offset", new)
+            current.update(self.admin.earliest(new))
+        latest = self.admin.end_offsets(tps)
+        self._latest = latest
+        beyond = {tp: off for tp, off in current.items() if tp in latest and off > latest[tp]}
+        if beyond:
+            current.update(self._check_range(beyond, {tp: 0 for tp in beyond}, latest))
+        target = latest
+        if self._available_now is not None:
+            cap = self._available_now
+            target = {tp: min(off, cap.get(tp, current[tp])) for tp, off in latest.items()}
+        target = {tp: max(off, current[tp]) for tp, off in target.items()}
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end = rate_limit({tp: current[tp] for tp in target}, target, max_rows)
+        return to_json(end)
+
+    def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
+        return to_json(self._latest) if self._latest is not None else None
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[KafkaInputPartition]:
+        begin = from_json(start)
+        until = from_json(end)
+        missing = [tp for tp in until if tp not in begin]
+        if missing:
+            begin.update(self.admin.earliest(missing))
+        planned = split_ranges(ranges(begin, until), self.options.min_partitions)
+        return [KafkaInputPartition(r.topic, r.partition, r.start, r.end) for r in planned]
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self._commit_group(from_json(end))
+
+    def _commit_group(self, offsets: Offsets) -> None:
+        """Mirror processed offsets to the consumer group (only what moved forward)."""
+        moved = {tp: o for tp, o in offsets.items() if self._group_offsets.get(tp, -1) < o}
+        if not moved:
+            return
+        try:
+            self.admin.commit(self.options.group_id, moved)
+        except Exception as exc:  # the checkpoint is the truth: a failed mirror is a warning
+            log.warning("could not commit offsets to group %s: %s", self.options.group_id, exc)
+            return
+        self._group_offsets.update(moved)
+
+    def stop(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
+    # executor side -------------------------------------------------------------------------
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """Read ``[start, end)`` of one partition as Arrow record batches."""
+        assert isinstance(partition, KafkaInputPartition)
+        yield from read_range(self.options, partition, self.include_headers)
+
+
+def _arrow_batch(
+    topic: str,
+    partition: int,
+    keys: list[bytes | None],
+    values: list[bytes | None],
+    offsets: list[int],
+    stamps: list[int],
+    types: list[int],
+    headers: list[Any] | None,
+) -> Any:
+    import pyarrow as pa
+
+    n = len(offsets)
+    arrays = [
+        pa.array(keys, pa.binary()),
+        pa.array(values, pa.binary()),
+        pa.array([topic] * n, pa.string()),
+        pa.array([partition] * n, pa.int32()),
+        pa.array(offsets, pa.int64()),
+        pa.array(stamps, pa.timestamp("us", tz="UTC")),
+        pa.array(types, pa.int32()),
+    ]
+    names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    if headers is not None:
+        header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+        arrays.append(pa.array(headers, header_type))
+        names.append("headers")
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def read_range(
+    options: SourceOptions, part: KafkaInputPartition, include_headers: bool
+) -> Iterator[Any]:
+    """Consume exactly the offsets ``[part.start, part.end)``; fail loudly on loss."""
+    from confluent_kafka import Consumer, KafkaError
+    from confluent_kafka import TopicPartition as CTP
+
+    if part.end <= part.start:
+        return
+    consumer = Consumer(
+        {
+            **options.kafka,
+            "group.id": f"{options.group_id}-executor",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "error",
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 50,
+            "queued.min.messages": 100_000,
+        }
+    )
+    topic, pid = part.topic, part.partition
+    try:
+        consumer.assign([CTP(topic, pid, part.start)])
+        keys: list[bytes | None] = []
+        values: list[bytes | None] = []
+        offsets: list[int] = []
+        stamps: list[int] = []
+        types: list[int] = []
+        headers: list[Any] | None = [] if include_headers else None
+        position = part.start
+        deadline = time.monotonic() + options.poll_timeout_s
+        done = False
+        while not done:
+            msgs = consumer.consume(num_messages=min(10_000, part.end - position + 1), timeout=1.0)
+            if not msgs:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"no records from {topic}-{pid} at offset {position} (reading up to "
+                        f"{part.end}) within {options.poll_timeout_s:.0f} s from {options.servers}"
+                    )
+                continue
+            deadline = time.monotonic() + options.poll_timeout_s
+            for msg in msgs:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if msg.offset() >= part.end:
+                            done = True
+                            break
+                        _data_loss(
+                            options,
+                            f"topic {topic} partition {pid} ends at offset {msg.offset()} but "
+                            f"offsets up to {part.end} were planned",
+                        )
+                        done = True
+                        break
+                    if err.code() == KafkaError._AUTO_OFFSET_RESET or err.code() == 1:
+                        low, _ = consumer.get_watermark_offsets(CTP(topic, pid), cached=False)
+                        _data_loss(
+                            options,
+                            f"offset out of range on topic {topic} partition {pid}: offsets "
+                            f"{position}..{min(low, part.end) - 1} are no longer available",
+                        )
+                        position = max(position, low)
+                        if position >= part.end:
+                            done = True
+                            break
+                        consumer.seek(CTP(topic, pid, position))
+                        break
+                    raise RuntimeError(f"Kafka error reading {topic}-{pid}: {err.str()}")
+                offset = msg.offset()
+                if offset >= part.end:
+                    done = True
+                    break
+                keys.append(msg.key())
+                values.append(msg.value())
+                offsets.append(offset)
+                ts_type, ts = msg.timestamp()
+                stamps.append(ts * 1000)
+                types.append(_TIMESTAMP_TYPES.get(ts_type, -1))
+                if headers is not None:
+                    raw = msg.headers() or []
+                    headers.append([{"key": k, "value": v} for k, v in raw])
+                position = offset + 1
+                if position >= part.end:
+                    done = True
+                    break
+            if len(offsets) >= ARROW_BATCH_ROWS or (done and offsets):
+                yield _arrow_batch(topic, pid, keys, values, offsets, stamps, types, headers)
+                keys, values, offsets, stamps, types = [], [], [], [], []
+                headers = [] if include_headers else None
+    finally:
+        consumer.close()
+
+
+def _data_loss(options: SourceOptions, message: str) -> None:
+    if options.fail_on_data_loss:
+        raise DataLossError(message + " (set failOnDataLoss=false to skip)")
+    log.warning("%s: skipped (failOnDataLoss=false)", message)

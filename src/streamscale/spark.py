@@ -1,0 +1,49 @@
+"""Building the SparkSession: this project's configuration and the venv's Python for workers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from streamscale.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def python_env() -> dict[str, str]:
+    """Spark's Python workers must run this interpreter (the venv's), or pyarrow is missing."""
+    return {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+
+def session(
+    settings: Settings | None = None,
+    app_name: str = "streamscale",
+    extra_conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """A SparkSession configured from ``settings``, with the streamscale data sources registered."""
+    from pyspark.sql import SparkSession
+
+    settings = settings or Settings()
+    os.environ.update(python_env())
+    builder = SparkSession.builder.appName(app_name)
+    conf = {
+        **settings.spark_conf(),
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.python.worker.reuse": "true",
+        "spark.sql.session.timeZone": "UTC",
+        **(extra_conf or {}),
+    }
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    from streamscale.kafka import register
+
+    register(spark)
+    return spark
