@@ -117,18 +117,16 @@ def main() -> None:
         )
         spark.stop()
 
-    print(
-        f"records: {args.records:,} of ~100 bytes on {PARTITIONS} partitions; produce {produce_rate:,.0f}/s"
-    )
+    print(f"records: {args.records:,} of ~100 bytes on {PARTITIONS} partitions")
+    print(f"(fill: produced at {produce_rate:,.0f} records/s)")
+    rows = [
+        ("(a) plain confluent-kafka consume", plain, ""),
+        ("(b) source -> noop sink (steady)", noop, f"{noop_batches} batches"),
+        ("(c) source -> Kafka sink (steady)", kafka, f"{kafka_batches} batches"),
+    ]
     print(f"{'path':<38}{'records/s':>12}{'vs (a)':>9}")
-    print(f"{'(a) plain confluent-kafka consume':<38}{plain:>12,.0f}{1.0:>9.2f}")
-    print(
-        f"{'(b) source -> noop sink (steady)':<38}{noop:>12,.0f}{noop / plain:>9.2f}  ({noop_batches} batches)"
-    )
-    print(
-        f"{'(c) source -> Kafka sink (steady)':<38}{kafka:>12,.0f}{kafka / plain:>9.2f}  ({kafka_batches} batches)"
-    )
-
+    for name, rate, note in rows:
+        print(f"{name:<38}{rate:>12,.0f}{rate / plain:>9.2f}  {note}")
 
 if __name__ == "__main__":
     main()
