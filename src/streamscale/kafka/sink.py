@@ -30,8 +30,26 @@ class SinkCommit(WriterCommitMessage):  # type: ignore[misc]
     records: int
 
 
-def _as_bytes(values: list[Any]) -> list[bytes | None]:
-    return [v.encode() if isinstance(v, str) else v for v in values]
+def _bytes_column(batch: Any, name: str) -> list[bytes | None]:
+    """A string or binary column as Python bytes (the cast runs in Arrow, not per row)."""
+    import pyarrow as pa
+
+    column = batch.column(batch.schema.names.index(name))
+    if not pa.types.is_binary(column.type):
+        column = column.cast(pa.binary())
+    values: list[bytes | None] = column.to_pylist()
+    return values
+
+
+def _wait_for_room(producer: Any, produce: Any) -> None:
+    """The local queue is full: serve delivery reports until the record fits."""
+    while True:
+        producer.poll(0.05)
+        try:
+            produce()
+            return
+        except BufferError:
+            continue
 
 
 class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
@@ -72,20 +90,27 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
     def _produce_batch(self, producer: Any, batch: Any, failures: Sequence[str]) -> int:
         names = batch.schema.names
         n: int = batch.num_rows
-        values = _as_bytes(batch.column(names.index("value")).to_pylist())
-        keys = (
-            _as_bytes(batch.column(names.index("key")).to_pylist())
-            if "key" in names
-            else [None] * n
-        )
-        topics = batch.column(names.index("topic")).to_pylist() if "topic" in names else [None] * n
+        values = _bytes_column(batch, "value")
+        keys = _bytes_column(batch, "key") if "key" in names else [None] * n
+        topics = batch.column(names.index("topic")).to_pylist() if "topic" in names else None
         parts = batch.column(names.index("partition")).to_pylist() if "partition" in names else None
         headers = batch.column(names.index("headers")).to_pylist() if "headers" in names else None
         default_topic = self.options.topic
         produce = producer.produce
-        poll = producer.poll
+        if topics is None and parts is None and headers is None:
+            # The common case, kept tight: one topic, key and value only.
+            for i in range(n):
+                try:
+                    produce(default_topic, values[i], keys[i])
+                except BufferError:
+                    _wait_for_room(producer, lambda i=i: produce(default_topic, values[i], keys[i]))
+                if i % 5000 == 0:
+                    producer.poll(0)
+                    if failures:
+                        break
+            return n
         for i in range(n):
-            topic = topics[i] or default_topic
+            topic = (topics[i] if topics is not None else None) or default_topic
             if topic is None:
                 raise ValueError("a row has a null topic and option topic is not set")
             kwargs: dict[str, Any] = {}
@@ -93,16 +118,14 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
                 kwargs["partition"] = parts[i]
             if headers is not None and headers[i]:
                 kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
-            while True:
-                try:
-                    produce(topic, values[i], keys[i], **kwargs)
+            try:
+                produce(topic, values[i], keys[i], **kwargs)
+            except BufferError:
+                _wait_for_room(producer, lambda: produce(topic, values[i], keys[i], **kwargs))  # noqa: B023
+            if i % 5000 == 0:
+                producer.poll(0)
+                if failures:
                     break
-                except BufferError:
-                    poll(0.05)
-            if i % 1000 == 0:
-                poll(0)
-            if failures:
-                break
         return n
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
