@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from streamscale.cli import broker, topics
+from streamscale.cli import broker, cluster, generate, lag, simulate, topics
 from streamscale.settings import env_help
 
 app = typer.Typer(
@@ -16,6 +16,10 @@ app = typer.Typer(
 )
 app.add_typer(broker.app, name="broker")
 app.add_typer(topics.app, name="topics")
+app.command("lag")(lag.lag)
+app.add_typer(cluster.app, name="cluster")
+app.add_typer(generate.app, name="generate")
+app.command("simulate")(simulate.simulate)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,281 @@
+"""The actuator: the I/O edge that applies an executor count to a live Spark application.
+
+The controller decides a target; an :class:`Actuator` reads how many executors run and applies
+the target. :class:`SparkActuator` drives the SparkContext through py4j; :class:`FakeActuator`
+is an in-memory stand-in for unit tests of the controller.
+
+What Spark 4.3 does on standalone, found by experiment (see docs/benchmarks.md):
+
+- Dynamic allocation must be off: ``SparkContext.killExecutors`` refuses to run with it, and
+  its queued-task heuristic would fight the autoscaler. With it off, the Master grants
+  ``spark.cores.max / spark.executor.cores`` executors at application start
+  (``spark.executor.instances`` is ignored on standalone), so ``spark.cores.max`` is the
+  ceiling and ``apply(initial)`` brings the count down to the start value.
+- ``requestTotalExecutors(n, 0, Map())`` sets the Master's executor limit: raising it launches
+  executors (registered about 3 s later); lowering it stops nothing that runs.
+  ``requestExecutors(k)`` adds to an internal target, so it is not used.
+- ``killExecutors(ids)`` stops executors (gone from the driver about 5 s later) and lowers the
+  internal target by one per executor; a kill before any request sets that target to 0. The
+  actuator therefore kills first and then re-sends the exact total.
+- A killed executor stays in ``getExecutorIds()`` until it is gone; the scheduler backend's
+  ``isExecutorActive`` excludes it, so a second ``apply`` during that time kills no one else.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+Direction = Literal["up", "down", "none"]
+
+
+@dataclass(frozen=True)
+class ExecutorState:
+    """One executor as the driver sees it (the driver itself is never listed)."""
+
+    id: str
+    host_port: str = ""
+    active_tasks: int = 0
+    total_tasks: int = 0
+
+    @property
+    def idle(self) -> bool:
+        return self.active_tasks == 0
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """What one :meth:`Actuator.apply` did.
+
+    ``target`` is the total sent to the cluster manager (``requested`` clamped to
+    ``[0, max_executors]``); ``killed`` the executors asked to stop, idle ones first;
+    ``acknowledged`` whether the cluster manager accepted the request; ``error`` why not.
+    """
+
+    requested: int
+    target: int
+    before: int
+    killed: tuple[str, ...] = ()
+    acknowledged: bool = True
+    error: str | None = None
+
+    @property
+    def direction(self) -> Direction:
+        if self.target > self.before:
+            return "up"
+        if self.target < self.before:
+            return "down"
+        return "none"
+
+    @property
+    def ok(self) -> bool:
+        return self.acknowledged and self.error is None
+
+
+@runtime_checkable
+class Actuator(Protocol):
+    """Reads and sets the executor count of one application."""
+
+    def running(self) -> int:
+        """Executors registered and not being removed (the driver excluded)."""
+        ...
+
+    def apply(self, target: int) -> ApplyResult:
+        """Ask for ``target`` executors in total; idempotent, so it may be repeated."""
+        ...
+
+
+def choose_victims(executors: list[ExecutorState], count: int) -> list[ExecutorState]:
+    """The ``count`` executors to kill: idle first, then least busy; newest first on ties.
+
+    The newest executor holds the least state and cache, so losing it costs least.
+    """
+    if count <= 0:
+        return []
+
+    def newest_first(e: ExecutorState) -> tuple[int, int, str]:
+        numeric = -int(e.id) if e.id.isdigit() else 0
+        return (e.active_tasks, numeric, e.id)
+
+    return sorted(executors, key=newest_first)[:count]
+
+
+def clamp(target: int, max_executors: int | None) -> int:
+    """``target`` within ``[0, max_executors]`` (no upper bound when None)."""
+    target = max(0, target)
+    return target if max_executors is None else min(target, max_executors)
+
+
+def max_executors_from_conf(conf: dict[str, str]) -> int | None:
+    """Executor ceiling implied by ``spark.cores.max / spark.executor.cores`` (None: unbounded)."""
+    cores_max = conf.get("spark.cores.max")
+    if cores_max is None:
+        return None
+    per_executor = int(conf.get("spark.executor.cores", "1"))
+    return max(0, int(cores_max) // max(1, per_executor))
+
+
+class SparkActuator:
+    """Applies executor targets to a running SparkSession through its SparkContext (py4j).
+
+    Needs Spark's dynamic allocation off and a cluster manager that takes executor requests
+    (standalone, Kubernetes, YARN); in local mode there are no executors to scale and
+    :meth:`apply` reports an error. Executors a kill was sent for are not counted as running.
+    """
+
+    def __init__(self, spark: SparkSession, *, kill_busy: bool = True) -> None:
+        self._spark = spark
+        self._sc = spark.sparkContext
+        self._jsc: Any = self._sc._jsc.sc()
+        self._kill_busy = kill_busy
+        self._lock = threading.Lock()
+        conf = {str(k): str(v) for k, v in self._sc.getConf().getAll()}
+        if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+            raise ValueError(
+                "Spark dynamic allocation is on: set spark.dynamicAllocation.enabled=false "
+                "for the autoscaler to drive executors (killExecutors refuses to run with it)"
+            )
+        self.max_executors = max_executors_from_conf(conf)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _to_list(self, seq: Any) -> list[Any]:
+        jvm: Any = self._sc._jvm
+        return list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq))
+
+    def executor_ids(self, *, include_removing: bool = False) -> list[str]:
+        """Ids of registered executors (the driver excluded), without those a kill was sent
+        for unless ``include_removing`` (they stay registered until their process is gone)."""
+        ids = [str(i) for i in self._to_list(self._jsc.getExecutorIds())]
+        if include_removing:
+            return ids
+        backend = self._jsc.schedulerBackend()
+        try:
+            return [i for i in ids if backend.isExecutorActive(i)]
+        except Exception:  # a backend without executor tracking (local mode)
+            return ids
+
+    def executors(self) -> list[ExecutorState]:
+        """Active executors with their running and total task counts (status store view)."""
+        summaries = {
+            str(s.id()): s for s in self._to_list(self._jsc.statusStore().executorList(True))
+        }
+        out = []
+        for executor_id in self.executor_ids():
+            summary = summaries.get(executor_id)
+            if summary is None:  # registered, not yet seen by the status listener
+                out.append(ExecutorState(executor_id))
+            else:
+                out.append(
+                    ExecutorState(
+                        executor_id,
+                        str(summary.hostPort()),
+                        int(summary.activeTasks()),
+                        int(summary.totalTasks()),
+                    )
+                )
+        return out
+
+    def running(self) -> int:
+        return len(self.executor_ids())
+
+    # -- acting --------------------------------------------------------------------------
+
+    def _request_total(self, total: int) -> bool:
+        jvm: Any = self._sc._jvm
+        empty = jvm.PythonUtils.toScalaMap({})
+        return bool(self._jsc.requestTotalExecutors(total, 0, empty))
+
+    def _kill(self, ids: list[str]) -> bool:
+        jvm: Any = self._sc._jvm
+        return bool(self._jsc.killExecutors(jvm.PythonUtils.toSeq(ids)))
+
+    def apply(self, target: int) -> ApplyResult:
+        """Kill surplus executors (idle first), then request exactly ``target`` in total."""
+        with self._lock:
+            wanted = clamp(target, self.max_executors)
+            executors = self.executors()
+            before = len(executors)
+            surplus = before - wanted
+            victims = choose_victims(executors, surplus)
+            if not self._kill_busy:
+                victims = [v for v in victims if v.idle]
+            killed = tuple(v.id for v in victims)
+            try:
+                kill_ok = self._kill(list(killed)) if killed else True
+                request_ok = self._request_total(wanted)
+            except Exception as exc:  # py4j errors carry the JVM message
+                return ApplyResult(target, wanted, before, killed, False, _short(exc))
+            error = None
+            if not kill_ok:
+                error = "the cluster manager refused the kill"
+            elif not request_ok:
+                error = "the cluster manager did not take the request (local mode?)"
+            return ApplyResult(target, wanted, before, killed, kill_ok and request_ok, error)
+
+    def wait_for(
+        self,
+        count: int,
+        timeout_s: float = 60.0,
+        *,
+        include_removing: bool = False,
+        poll_s: float = 0.1,
+    ) -> float:
+        """Block until exactly ``count`` executors run; the seconds it took.
+
+        With ``include_removing``, executors being killed count until they are gone (to
+        measure how long a kill takes). Raises TimeoutError when ``timeout_s`` passes first.
+        """
+        start = time.monotonic()
+        while True:
+            now = len(self.executor_ids(include_removing=include_removing))
+            if now == count:
+                return time.monotonic() - start
+            if time.monotonic() - start > timeout_s:
+                raise TimeoutError(f"{now} executors after {timeout_s:.0f} s, wanted {count}")
+            time.sleep(poll_s)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+@dataclass
+class FakeActuator:
+    """An in-memory actuator for controller tests: the count follows the target at once,
+    or after ``delay_applies`` further calls to :meth:`running` (a start/stop delay)."""
+
+    current: int = 1
+    max_executors: int | None = None
+    delay_applies: int = 0
+    fail: bool = False
+    history: list[int] = field(default_factory=list)
+    _pending: int | None = None
+    _countdown: int = 0
+
+    def running(self) -> int:
+        if self._pending is not None:
+            if self._countdown <= 0:
+                self.current, self._pending = self._pending, None
+            else:
+                self._countdown -= 1
+        return self.current
+
+    def apply(self, target: int) -> ApplyResult:
+        wanted = clamp(target, self.max_executors)
+        self.history.append(wanted)
+        if self.fail:
+            return ApplyResult(target, wanted, self.current, (), False, "fake failure")
+        before = self.current
+        killed = tuple(str(i) for i in range(wanted, before))
+        if self.delay_applies:
+            self._pending, self._countdown = wanted, self.delay_applies
+        else:
+            self.current = wanted
+        return ApplyResult(target, wanted, before, killed)

@@ -1,0 +1,165 @@
+"""Input-rate traces for the simulator: built-in shapes and CSV files.
+
+A trace is a step function: from each point's second on, records arrive at its rate until the
+next point. Built-in traces are sized for the simulator's default scenario (1 000 records/s
+per executor, 8 partitions, 1..8 executors), so that every one of them needs scaling:
+
+- ``step``: 1 000 rec/s, a step to 4 500 rec/s at 120 s, back to 1 000 rec/s at 720 s;
+- ``ramp``: 500 rec/s rising linearly to 6 500 rec/s over 10 minutes, held 5 minutes, then
+  falling back over 5 minutes;
+- ``spikes``: 1 500 rec/s with four 30-second spikes to 6 000 rec/s, 5 minutes apart;
+- ``diurnal``: two compressed "days" of 20 minutes, a sine between 1 000 and 6 000 rec/s.
+
+A CSV trace has the header ``t_seconds,input_rate``; rows give the rate (records/s) from that
+second on, with strictly increasing non-negative seconds starting at 0. The last rate holds
+for ``tail_s`` seconds (default 300) so that the end of the trace shows the drain.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class TraceError(ValueError):
+    """A trace that cannot be used; the message is one line naming the file and line."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Input rate as a step function of time, for ``duration_s`` seconds."""
+
+    name: str
+    points: tuple[tuple[float, float], ...]
+    duration_s: int
+    step_changes: int | None = None
+    """Number of abrupt rate changes (None for continuous shapes): a decision budget."""
+
+    def __post_init__(self) -> None:
+        if not self.points or self.points[0][0] != 0:
+            raise TraceError(f"{self.name}: a trace starts with a point at t_seconds 0")
+        if self.duration_s < 1:
+            raise TraceError(f"{self.name}: duration must be >= 1 s")
+
+    def rate_at(self, t: float) -> float:
+        """Records/s at second ``t``."""
+        rate = self.points[0][1]
+        for start, value in self.points:
+            if start > t:
+                break
+            rate = value
+        return rate
+
+    def per_second(self) -> tuple[float, ...]:
+        """Rate of each whole second of the trace (index = second)."""
+        rates: list[float] = []
+        index = 0
+        for second in range(self.duration_s):
+            while index + 1 < len(self.points) and self.points[index + 1][0] <= second:
+                index += 1
+            rates.append(self.points[index][1])
+        return tuple(rates)
+
+
+def _sampled(
+    name: str, duration_s: int, fn: Callable[[int], float], changes: int | None = None
+) -> Trace:
+    points = tuple((float(t), round(fn(t), 3)) for t in range(duration_s))
+    return Trace(name, points, duration_s, changes)
+
+
+def step() -> Trace:
+    """One step up and one step down."""
+    return Trace("step", ((0, 1000.0), (120, 4500.0), (720, 1000.0)), 1320, step_changes=2)
+
+
+def ramp() -> Trace:
+    """A slow rise, a plateau and a slow fall."""
+
+    def rate(t: int) -> float:
+        if t < 60:
+            return 500.0
+        if t < 660:
+            return 500.0 + 6000.0 * (t - 60) / 600
+        if t < 960:
+            return 6500.0
+        if t < 1260:
+            return 6500.0 - 6000.0 * (t - 960) / 300
+        return 500.0
+
+    return _sampled("ramp", 1500, rate)
+
+
+def spikes() -> Trace:
+    """Short bursts on a steady base (each spike is two step changes)."""
+    points: list[tuple[float, float]] = [(0, 1500.0)]
+    for start in (150, 450, 750, 1050):
+        points += [(start, 6000.0), (start + 30, 1500.0)]
+    return Trace("spikes", tuple(points), 1380, step_changes=8)
+
+
+def diurnal() -> Trace:
+    """Two compressed days: a sine between 1 000 and 6 000 records/s, period 20 minutes."""
+    period = 1200
+
+    def rate(t: int) -> float:
+        return 3500.0 - 2500.0 * math.cos(2 * math.pi * t / period)
+
+    return _sampled("diurnal", 2 * period, rate)
+
+
+BUILTIN: dict[str, Callable[[], Trace]] = {
+    "step": step,
+    "ramp": ramp,
+    "spikes": spikes,
+    "diurnal": diurnal,
+}
+
+
+def parse_csv(text: str, source: str = "<trace>", tail_s: int = 300) -> Trace:
+    """Parse a CSV trace; raise :class:`TraceError` with ``source:line: problem``."""
+    rows = list(csv.reader(text.splitlines()))
+    if not rows or [c.strip() for c in rows[0]] != ["t_seconds", "input_rate"]:
+        raise TraceError(f"{source}:1: the header must be 't_seconds,input_rate'")
+    points: list[tuple[float, float]] = []
+    for line, row in enumerate(rows[1:], start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        if len(row) != 2:
+            raise TraceError(f"{source}:{line}: expected 2 columns, found {len(row)}")
+        try:
+            t, rate = float(row[0]), float(row[1])
+        except ValueError:
+            raise TraceError(f"{source}:{line}: not a number: {','.join(row)!r}") from None
+        if not (math.isfinite(t) and math.isfinite(rate)) or t < 0 or rate < 0:
+            raise TraceError(f"{source}:{line}: values must be finite and >= 0")
+        if t != int(t):
+            raise TraceError(f"{source}:{line}: t_seconds must be a whole second, got {row[0]}")
+        if points and t <= points[-1][0]:
+            raise TraceError(
+                f"{source}:{line}: t_seconds must increase ({t:g} after {points[-1][0]:g})"
+            )
+        if not points and t != 0:
+            raise TraceError(f"{source}:{line}: the first row must be at t_seconds 0")
+        points.append((t, rate))
+    if not points:
+        raise TraceError(f"{source}: no data rows")
+    return Trace(Path(source).stem, tuple(points), int(points[-1][0]) + tail_s)
+
+
+def load(name_or_path: str, tail_s: int = 300) -> Trace:
+    """A built-in trace by name, or a CSV trace file."""
+    if name_or_path in BUILTIN:
+        return BUILTIN[name_or_path]()
+    path = Path(name_or_path)
+    if not path.is_file():
+        names = ", ".join(BUILTIN)
+        raise TraceError(f"{name_or_path}: not a built-in trace ({names}) nor a file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(f"{name_or_path}: cannot read: {exc}") from None
+    return parse_csv(text, str(path), tail_s)

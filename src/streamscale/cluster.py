@@ -1,0 +1,508 @@
+"""A local Spark standalone cluster: one Master and N Workers on 127.0.0.1, started by PID.
+
+The pip-installed pyspark ships ``bin/spark-class`` but not the ``sbin`` start scripts, so the
+Master and Workers are started here with ``spark-class`` through :mod:`streamscale.processes`
+(PIDs and logs in the data directory). Readiness and status come from the Master's JSON
+endpoint (``http://127.0.0.1:<webui>/json/``), the same view as its web UI.
+
+Executors on standalone: with dynamic allocation off, the Master grants an application
+``spark.cores.max / spark.executor.cores`` executors at once (``spark.executor.instances`` is
+ignored), so :func:`app_conf` sets ``spark.cores.max`` to the executor ceiling and the
+actuator brings the count down to the wanted start value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import re
+import signal
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from streamscale import processes
+
+HOST = "127.0.0.1"
+DEFAULT_DATA_DIR = Path(".streamscale/cluster")
+MASTER = "spark-master"
+WORKER_PREFIX = "spark-worker-"
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+DAEMON_MEMORY = "512m"
+_MEMORY_RE = re.compile(r"^[1-9][0-9]*[kKmMgGtT]?$")
+
+
+class ClusterError(RuntimeError):
+    """The local cluster could not be found, started, reached or stopped."""
+
+
+# --------------------------------------------------------------------------- pure parts
+
+
+def validate_memory(memory: str) -> str:
+    """Spark's memory syntax (``512m``, ``2g``); a clear error otherwise."""
+    if not _MEMORY_RE.match(memory):
+        raise ClusterError(f"memory {memory!r} is not a Spark size such as 512m or 2g")
+    return memory.lower()
+
+
+def master_url(port: int) -> str:
+    return f"spark://{HOST}:{port}"
+
+
+def master_argv(spark_class: Path, port: int, webui_port: int) -> list[str]:
+    """Command line of the standalone Master bound to 127.0.0.1."""
+    return [
+        str(spark_class),
+        MASTER_CLASS,
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--webui-port",
+        str(webui_port),
+    ]
+
+
+def worker_argv(
+    spark_class: Path, master: str, cores: int, memory: str, webui_port: int
+) -> list[str]:
+    """Command line of a standalone Worker offering ``cores`` and ``memory`` to ``master``."""
+    if cores < 1:
+        raise ClusterError(f"a worker needs at least 1 core, not {cores}")
+    return [
+        str(spark_class),
+        WORKER_CLASS,
+        master,
+        "--host",
+        HOST,
+        "--cores",
+        str(cores),
+        "--memory",
+        validate_memory(memory),
+        "--webui-port",
+        str(webui_port),
+    ]
+
+
+def daemon_env(data_dir: Path, spark_home: Path) -> dict[str, str]:
+    """Environment of the Master and Workers: loopback only, logs and work dirs in ``data_dir``.
+
+    Executors inherit the Worker's environment, so they bind to 127.0.0.1 too. The Master's
+    REST submission server (on by default in Spark 4, fixed port 6066) is turned off: it is
+    not used and would make two local clusters contend for that port.
+    """
+    return {
+        "SPARK_HOME": str(spark_home),
+        "SPARK_LOCAL_IP": HOST,
+        "SPARK_LOCAL_HOSTNAME": HOST,
+        "SPARK_LOG_DIR": str(data_dir.resolve() / "logs"),
+        "SPARK_WORKER_DIR": str(data_dir.resolve() / "work"),
+        "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
+        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+        "PYSPARK_PYTHON": sys.executable,
+    }
+
+
+def app_conf(
+    master: str,
+    max_executors: int,
+    *,
+    executor_cores: int = 1,
+    executor_memory: str = "1g",
+    python: str | None = None,
+) -> dict[str, str]:
+    """Spark configuration for an application on this cluster, scaled by the actuator.
+
+    ``spark.cores.max`` caps the application at ``max_executors`` executors of
+    ``executor_cores`` cores (without it, dynamic allocation off means every core of the
+    cluster); dynamic allocation is off because ``killExecutors`` refuses to run with it and
+    its queued-task heuristic would fight the autoscaler. Executors run this interpreter.
+    """
+    if max_executors < 1:
+        raise ClusterError(f"max_executors must be at least 1, not {max_executors}")
+    if executor_cores < 1:
+        raise ClusterError(f"executor_cores must be at least 1, not {executor_cores}")
+    python = python or sys.executable
+    return {
+        "spark.master": master,
+        "spark.executor.cores": str(executor_cores),
+        "spark.cores.max": str(max_executors * executor_cores),
+        "spark.executor.memory": validate_memory(executor_memory),
+        "spark.dynamicAllocation.enabled": "false",
+        "spark.driver.host": HOST,
+        "spark.driver.bindAddress": HOST,
+        "spark.pyspark.python": python,
+        "spark.executorEnv.PYSPARK_PYTHON": python,
+        "spark.executorEnv.SPARK_LOCAL_IP": HOST,
+    }
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """One worker as the Master sees it."""
+
+    id: str
+    state: str
+    webui: str
+    cores: int
+    cores_used: int
+    memory_mb: int
+    memory_used_mb: int
+
+
+@dataclass(frozen=True)
+class AppStatus:
+    """One running application as the Master sees it (``cores`` granted to its executors)."""
+
+    id: str
+    name: str
+    state: str
+    cores: int
+    memory_per_executor_mb: int
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """The Master's state: its URL, its workers and its running applications."""
+
+    master_url: str
+    state: str
+    workers: tuple[WorkerStatus, ...]
+    apps: tuple[AppStatus, ...]
+    cores: int
+    cores_used: int
+    memory_mb: int
+    memory_used_mb: int
+
+    @property
+    def alive_workers(self) -> tuple[WorkerStatus, ...]:
+        return tuple(w for w in self.workers if w.state == "ALIVE")
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ClusterStatus:
+        """Parse the Master's ``/json/`` document."""
+        workers = tuple(
+            WorkerStatus(
+                id=str(w["id"]),
+                state=str(w["state"]),
+                webui=str(w.get("webuiaddress", "")),
+                cores=int(w["cores"]),
+                cores_used=int(w.get("coresused", 0)),
+                memory_mb=int(w["memory"]),
+                memory_used_mb=int(w.get("memoryused", 0)),
+            )
+            for w in raw.get("workers", [])
+        )
+        apps = tuple(
+            AppStatus(
+                id=str(a["id"]),
+                name=str(a.get("name", "")),
+                state=str(a.get("state", "")),
+                cores=int(a.get("cores", 0)),
+                memory_per_executor_mb=int(a.get("memoryperexecutor", 0)),
+            )
+            for a in raw.get("activeapps", [])
+        )
+        return cls(
+            master_url=str(raw["url"]),
+            state=str(raw.get("status", "")),
+            workers=workers,
+            apps=apps,
+            cores=int(raw.get("cores", 0)),
+            cores_used=int(raw.get("coresused", 0)),
+            memory_mb=int(raw.get("memory", 0)),
+            memory_used_mb=int(raw.get("memoryused", 0)),
+        )
+
+    def describe(self) -> str:
+        """Human-readable summary, one fact per line (for ``streamscale cluster status``)."""
+        lines = [
+            f"master   {self.master_url} ({self.state})",
+            f"workers  {len(self.alive_workers)} alive of {len(self.workers)}",
+            f"cores    {self.cores_used} used of {self.cores}",
+            f"memory   {self.memory_used_mb} MB used of {self.memory_mb} MB",
+        ]
+        lines += [
+            f"  worker {w.id} {w.state} cores {w.cores_used}/{w.cores} "
+            f"memory {w.memory_used_mb}/{w.memory_mb} MB"
+            for w in self.workers
+        ]
+        lines.append(f"apps     {len(self.apps)} running")
+        lines += [
+            f"  app {a.id} {a.name!r} {a.state} cores {a.cores} "
+            f"memory/executor {a.memory_per_executor_mb} MB"
+            for a in self.apps
+        ]
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- I/O edge
+
+
+def spark_home() -> Path:
+    """SPARK_HOME of the pip-installed pyspark (the package directory)."""
+    try:
+        from pyspark.find_spark_home import _find_spark_home
+    except ImportError as exc:  # pragma: no cover - pyspark is a dependency
+        raise ClusterError("pyspark is not installed: run `make setup`") from exc
+    return Path(_find_spark_home())
+
+
+def spark_class(home: Path | None = None) -> Path:
+    """The ``bin/spark-class`` launcher (it ``exec``s java, so its PID is the JVM's)."""
+    path = (home or spark_home()) / "bin" / "spark-class"
+    if not path.exists():
+        raise ClusterError(f"spark-class not found at {path}: reinstall pyspark")
+    return path
+
+
+def fetch_state(webui_port: int, timeout_s: float = 2.0) -> dict[str, Any] | None:
+    """The Master's ``/json/`` document, or None when it does not answer."""
+    url = f"http://{HOST}:{webui_port}/json/"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            data = json.loads(resp.read().decode())
+    except (OSError, urllib.error.URLError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _master_ready(webui_port: int) -> bool:
+    state = fetch_state(webui_port, timeout_s=1.0)
+    return state is not None and state.get("status") == "ALIVE"
+
+
+def _worker_ready(webui_port: int, worker_webui_port: int) -> bool:
+    state = fetch_state(webui_port, timeout_s=1.0)
+    if state is None:
+        return False
+    suffix = f":{worker_webui_port}"
+    return any(
+        str(w.get("webuiaddress", "")).endswith(suffix) and w.get("state") == "ALIVE"
+        for w in state.get("workers", [])
+    )
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A running local cluster, as recorded in its data directory."""
+
+    port: int
+    webui_port: int
+    data_dir: Path
+    master_pid: int
+    worker_pids: tuple[int, ...]
+
+    @property
+    def master_url(self) -> str:
+        return master_url(self.port)
+
+    @property
+    def webui_url(self) -> str:
+        return f"http://{HOST}:{self.webui_port}"
+
+    def status(self, timeout_s: float = 2.0) -> ClusterStatus | None:
+        """The Master's current view, or None when it does not answer."""
+        raw = fetch_state(self.webui_port, timeout_s)
+        return None if raw is None else ClusterStatus.from_json(raw)
+
+    def app_conf(self, max_executors: int | None = None, **kwargs: Any) -> dict[str, str]:
+        """:func:`app_conf` for this cluster; by default as many executors as cores."""
+        if max_executors is None:
+            status = self.status()
+            max_executors = max(1, status.cores if status else 1)
+        return app_conf(self.master_url, max_executors, **kwargs)
+
+
+def _worker_names(data_dir: Path) -> list[str]:
+    names = [p.stem for p in data_dir.glob(f"{WORKER_PREFIX}*.json")]
+    return sorted(names, key=lambda n: int(n.removeprefix(WORKER_PREFIX) or 0))
+
+
+def running(data_dir: Path = DEFAULT_DATA_DIR) -> Cluster | None:
+    """The cluster recorded in ``data_dir`` if its Master process is alive."""
+    master = processes.load(data_dir, MASTER)
+    if master is None or not master.alive():
+        return None
+    workers = [processes.load(data_dir, n) for n in _worker_names(data_dir)]
+    return Cluster(
+        port=int(master.info["port"]),
+        webui_port=int(master.info["webui_port"]),
+        data_dir=data_dir,
+        master_pid=master.pid,
+        worker_pids=tuple(w.pid for w in workers if w is not None and w.alive()),
+    )
+
+
+def status(data_dir: Path = DEFAULT_DATA_DIR) -> ClusterStatus | None:
+    """The running cluster's status from its Master, or None when none runs or answers."""
+    cluster = running(data_dir)
+    return None if cluster is None else cluster.status()
+
+
+def _check_ports(ports: Sequence[int]) -> None:
+    for port in ports:
+        if not 0 < port < 65536:
+            raise ClusterError(f"port {port} is not a TCP port")
+        if processes.port_in_use(port, HOST):
+            raise ClusterError(f"port {port} on {HOST} is taken: choose another with --port")
+    if len(set(ports)) != len(ports):
+        raise ClusterError(f"ports must differ: {', '.join(map(str, ports))}")
+
+
+def start(
+    workers: int = 1,
+    cores: int = 2,
+    memory: str = "2g",
+    *,
+    port: int | None = None,
+    webui_port: int | None = None,
+    data_dir: Path = DEFAULT_DATA_DIR,
+    ready_timeout_s: float = 60.0,
+) -> Cluster:
+    """Start a Master and ``workers`` Workers (each ``cores`` cores, ``memory``) on 127.0.0.1.
+
+    Free ports are chosen unless given; a taken port fails before anything starts. Returns
+    once the Master's ``/json/`` lists every Worker ALIVE; on failure everything already
+    started is stopped again.
+    """
+    if workers < 1:
+        raise ClusterError(f"a cluster needs at least 1 worker, not {workers}")
+    if cores < 1:
+        raise ClusterError(f"a worker needs at least 1 core, not {cores}")
+    memory = validate_memory(memory)
+    existing = running(data_dir)
+    if existing is not None:
+        raise ClusterError(
+            f"a cluster is already running from {data_dir} at {existing.master_url} "
+            f"(pid {existing.master_pid}): `streamscale cluster stop` first"
+        )
+    _check_ports([p for p in (port, webui_port) if p is not None])
+    port = port if port is not None else processes.free_port(HOST)
+    webui_port = webui_port if webui_port is not None else processes.free_port(HOST)
+    if port == webui_port:
+        webui_port = processes.free_port(HOST)
+    home = spark_home()
+    launcher = spark_class(home)
+    env = daemon_env(data_dir, home)
+    url = master_url(port)
+    try:
+        processes.start(
+            MASTER,
+            master_argv(launcher, port, webui_port),
+            data_dir,
+            env=env,
+            info={"port": port, "webui_port": webui_port, "master_url": url},
+            ready=lambda: _master_ready(webui_port),
+            ready_timeout_s=ready_timeout_s,
+        )
+        for index in range(workers):
+            worker_webui = processes.free_port(HOST)
+            processes.start(
+                f"{WORKER_PREFIX}{index}",
+                worker_argv(launcher, url, cores, memory, worker_webui),
+                data_dir,
+                env=env,
+                info={"webui_port": worker_webui, "cores": cores, "memory": memory},
+                ready=functools.partial(_worker_ready, webui_port, worker_webui),
+                ready_timeout_s=ready_timeout_s,
+            )
+    except processes.ProcessError as exc:
+        stop(data_dir)
+        raise ClusterError(str(exc)) from exc
+    cluster = running(data_dir)
+    if cluster is None:  # pragma: no cover - the master was ready a moment ago
+        raise ClusterError(f"the master exited right after start: see {data_dir}")
+    return cluster
+
+
+def descendants(pid: int) -> list[int]:
+    """PIDs of every process below ``pid`` (Linux ``/proc``; empty elsewhere).
+
+    Executors are children of a Worker, and PySpark's Python daemons (children of executors)
+    move to their own process group, so stopping a Worker's group alone can leave them.
+    """
+    children: dict[int, list[int]] = {}
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces, so split after the last ')'.
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _stop_leftovers(pids: Sequence[int], timeout_s: float = 10.0) -> None:
+    alive = [p for p in pids if processes.pid_alive(p)]
+    deadline = time.monotonic() + 3.0
+    while alive and time.monotonic() < deadline:  # they exit by themselves on stdin EOF
+        time.sleep(0.1)
+        alive = [p for p in alive if processes.pid_alive(p)]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + timeout_s
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+            alive = [p for p in alive if processes.pid_alive(p)]
+        if not alive:
+            return
+    raise ClusterError(f"processes {alive} did not stop")
+
+
+def stop(data_dir: Path = DEFAULT_DATA_DIR) -> int:
+    """Stop the recorded Workers (with their executors), then the Master, by PID.
+
+    Returns the number of processes that were alive and are now stopped.
+    """
+    stopped = 0
+    for name in [*_worker_names(data_dir), MASTER]:
+        recorded = processes.load(data_dir, name)
+        below = descendants(recorded.pid) if recorded is not None and recorded.alive() else []
+        try:
+            if processes.stop(data_dir, name):
+                stopped += 1
+        except processes.ProcessError as exc:
+            raise ClusterError(str(exc)) from exc
+        _stop_leftovers(below)
+    return stopped
+
+
+@contextlib.contextmanager
+def local_cluster(
+    data_dir: Path,
+    workers: int = 1,
+    cores: int = 2,
+    memory: str = "2g",
+    **kwargs: Any,
+) -> Iterator[Cluster]:
+    """A cluster for the duration of a ``with`` block (tests, the demo); stopped by PID."""
+    cluster = start(workers, cores, memory, data_dir=data_dir, **kwargs)
+    try:
+        yield cluster
+    finally:
+        stop(data_dir)

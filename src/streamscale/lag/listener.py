@@ -1,0 +1,161 @@
+"""Spark progress events → lag samples, with no extra Kafka round trip.
+
+Every committed micro-batch posts a ``StreamingQueryProgress`` whose sources carry the
+batch's ``endOffset`` (the processed offsets once the batch is committed) and the
+``latestOffset`` the source reported (the true end offsets, read by the source's
+``latestOffset`` at the start of the trigger). :class:`LagListener` turns each into a
+:class:`~streamscale.lag.model.ProgressSample`; an idle event (a trigger that found no new
+data) refreshes the last sample's time, so the signal stays fresh while caught up.
+
+A Python data source's progress description names only Spark's wrapper class
+(``PythonMicroBatchStreamWithAdmissionControl@…``), not the source, so a source counts as
+Kafka when its description is a Python stream or Spark's own Kafka source *and* its offsets
+have the Kafka shape ``{"topic": {"0": 123}}``; other sources are ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+from streamscale.lag.model import (
+    BatchStats,
+    LagTracker,
+    PartitionOffsets,
+    ProgressSample,
+    TopicPartition,
+    merge_offsets,
+    parse_offsets,
+)
+
+log = logging.getLogger(__name__)
+
+KAFKA_DESCRIPTION = re.compile(r"PythonMicroBatchStream|KafkaV2|KafkaSource|KafkaMicroBatch")
+"""Descriptions of sources that may be Kafka (the offsets' shape decides)."""
+
+
+def is_kafka_description(description: str) -> bool:
+    """True for descriptions of the streamscale source (any Python stream) or Spark's Kafka."""
+    return bool(KAFKA_DESCRIPTION.search(description or ""))
+
+
+def parse_timestamp(text: str) -> float:
+    """Spark's ISO-8601 UTC timestamp (``2026-11-22T11:08:02.324Z``) → epoch seconds."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def query_label(progress: Mapping[str, Any]) -> str:
+    """The ``query`` label: the query's name, or its id when unnamed."""
+    name = progress.get("name")
+    return str(name) if name else str(progress.get("id"))
+
+
+def sample_from_progress(
+    progress: Mapping[str, Any],
+    *,
+    is_kafka: Callable[[str], bool] = is_kafka_description,
+    query: str | None = None,
+) -> ProgressSample | None:
+    """One progress (a ``StreamingQueryProgress`` or its parsed JSON) → a sample.
+
+    None when no source of the query is Kafka. Records of the batch are those of its Kafka
+    sources; its busy time is the trigger's duration.
+    """
+    processed: dict[TopicPartition, int] = {}
+    end: dict[TopicPartition, int] = {}
+    records = 0
+    found = False
+    for source in progress.get("sources") or ():
+        if not is_kafka(str(source.get("description", ""))):
+            continue
+        done = parse_offsets(source.get("endOffset"))
+        if done is None:
+            continue
+        found = True
+        latest = parse_offsets(source.get("latestOffset")) or {}
+        for tp, off in done.items():
+            processed[tp] = min(off, processed.get(tp, off))
+            if tp in latest:
+                end[tp] = max(latest[tp], end.get(tp, latest[tp]))
+        records += int(source.get("numInputRows") or 0)
+    if not found:
+        return None
+    durations: Mapping[str, Any] = progress.get("durationMs") or {}
+    started = parse_timestamp(str(progress["timestamp"]))
+    observed = started + float(durations.get("latestOffset", 0)) / 1000.0
+    trigger_s = float(durations.get("triggerExecution", 0)) / 1000.0
+    batch = BatchStats(
+        batch_id=int(progress.get("batchId", -1)),
+        wall_time=started + trigger_s,
+        records=records,
+        busy_s=trigger_s,
+        process_s=float(durations.get("addBatch", 0)) / 1000.0,
+    )
+    parts: tuple[PartitionOffsets, ...] = merge_offsets(end, processed)
+    return ProgressSample(query or query_label(progress), observed, parts, batch)
+
+
+class LagListener(StreamingQueryListener):  # type: ignore[misc]
+    """Feeds a :class:`LagTracker` from the progress events of every query of a session.
+
+    Add it with ``spark.streams.addListener(LagListener(tracker))``. Callbacks run on Spark's
+    listener thread: they only parse and record, and never raise (a failure is logged).
+    Terminated queries are forgotten unless ``keep_terminated``.
+    """
+
+    def __init__(
+        self,
+        tracker: LagTracker,
+        *,
+        is_kafka: Callable[[str], bool] = is_kafka_description,
+        keep_terminated: bool = False,
+    ) -> None:
+        super().__init__()
+        self.tracker = tracker
+        self.is_kafka = is_kafka
+        self.keep_terminated = keep_terminated
+        self._labels: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self.errors = 0
+
+    def _label(self, query_id: Any, name: str | None) -> str:
+        label = name or str(query_id)
+        with self._lock:
+            self._labels[str(query_id)] = label
+        return label
+
+    def onQueryStarted(self, event: Any) -> None:
+        self._label(event.id, event.name)
+
+    def onQueryProgress(self, event: Any) -> None:
+        try:
+            progress = event.progress
+            label = self._label(progress.id, progress.name)
+            sample = sample_from_progress(progress, is_kafka=self.is_kafka, query=label)
+            if sample is not None:
+                self.tracker.ingest(sample)
+        except Exception:
+            self.errors += 1
+            log.exception("lag listener: cannot record a progress event")
+
+    def onQueryIdle(self, event: Any) -> None:
+        try:
+            with self._lock:
+                label = self._labels.get(str(event.id))
+            if label is not None:
+                self.tracker.refresh(label, parse_timestamp(event.timestamp))
+        except Exception:
+            self.errors += 1
+            log.exception("lag listener: cannot record an idle event")
+
+    def onQueryTerminated(self, event: Any) -> None:
+        with self._lock:
+            label = self._labels.pop(str(event.id), None)
+        if label is not None and not self.keep_terminated:
+            self.tracker.forget(label)

@@ -1,0 +1,541 @@
+"""The lag model: records lag, time lag and rates from offset samples (pure, no I/O).
+
+A *sample* is what one micro-batch of one query tells about each topic-partition it reads:
+the end offset (true high watermark, as reported by the source) observed at some wall time,
+and the processed offset (end offset of the last committed batch, the next offset to read).
+
+- records lag = end − processed, never negative;
+- time lag = how long ago the end offset was equal to the processed offset, found by linear
+  interpolation in a short history of (wall time, end offset) points per partition, as
+  kafka-lag-exporter does; 0 when caught up; extrapolated along the history's mean slope when
+  the processed offset is older than the history;
+- input rate = end-offset growth per second, processed rate = processed-offset growth per
+  second, both over a window ending at the newest sample.
+
+:class:`LagTracker` accumulates samples of every query behind a lock (the Spark listener
+writes, the /metrics scrape and the autoscaler read) and answers :class:`QuerySnapshot`s,
+which carry the age of their newest sample so that a reader can tell an outage from no lag.
+It also holds the executor counts and scaling-decision counts that the autoscaler reports, so
+that one object carries everything the /metrics endpoint exports.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+TopicPartition = tuple[str, int]
+Point = tuple[float, int]
+"""``(wall time in seconds since the epoch, offset)``."""
+
+DEFAULT_DURATION_BUCKETS: tuple[float, ...] = (
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+)
+"""Upper bounds (seconds) of the batch-duration histogram; ``+Inf`` is implied."""
+
+EXECUTOR_STATES = ("target", "running")
+
+
+# --------------------------------------------------------------------------------- samples
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    """End and processed offsets of one topic-partition, as one progress event reports them."""
+
+    topic: str
+    partition: int
+    end_offset: int
+    processed_offset: int
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStats:
+    """One committed micro-batch: what the autoscaler needs to measure processing capacity.
+
+    ``busy_s`` is the whole trigger (``durationMs.triggerExecution``); ``process_s`` the
+    execution of the batch itself (``durationMs.addBatch``).
+    """
+
+    batch_id: int
+    wall_time: float
+    records: int
+    busy_s: float
+    process_s: float
+
+    @property
+    def records_per_busy_second(self) -> float:
+        return self.records / self.busy_s if self.busy_s > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressSample:
+    """What one progress event of one query says.
+
+    ``wall_time`` is when the end offsets were observed (seconds since the epoch).
+    ``batch`` is None for samples that report no batch (idle refreshes).
+    """
+
+    query: str
+    wall_time: float
+    partitions: tuple[PartitionOffsets, ...]
+    batch: BatchStats | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetPoint:
+    """One entry of a partition's history."""
+
+    wall_time: float
+    end_offset: int
+    processed_offset: int
+
+
+# ------------------------------------------------------------------------------- functions
+def records_lag(end_offset: int, processed_offset: int) -> int:
+    """Records between the processed offset and the end offset; never negative."""
+    return max(0, end_offset - processed_offset)
+
+
+def value_at(points: Sequence[Point], when: float) -> float:
+    """The offset at ``when`` by linear interpolation (clamped to the first/last point).
+
+    ``points`` are sorted by time. Raises ValueError when empty.
+    """
+    if not points:
+        raise ValueError("no points")
+    if when <= points[0][0]:
+        return float(points[0][1])
+    if when >= points[-1][0]:
+        return float(points[-1][1])
+    i = bisect.bisect_right([t for t, _ in points], when)
+    (t0, v0), (t1, v1) = points[i - 1], points[i]
+    if t1 <= t0:
+        return float(v1)
+    return v0 + (v1 - v0) * (when - t0) / (t1 - t0)
+
+
+def offset_time(points: Sequence[Point], offset: int) -> float | None:
+    """The wall time at which the end offset reached ``offset``, or None if it has not.
+
+    ``points`` are (wall time, end offset) sorted by time with non-decreasing offsets. Between
+    two points the end offset is assumed to grow linearly; before the first point it is
+    extrapolated along the mean slope of the whole history. When that slope is unknown (one
+    point, or no growth) the first point's time is returned: a lower bound of the true lag.
+    """
+    if not points or offset > points[-1][1]:
+        return None
+    offsets = [v for _, v in points]
+    i = bisect.bisect_left(offsets, offset)  # first point whose end offset >= offset
+    if i == 0:
+        t0, v0 = points[0]
+        t1, v1 = points[-1]
+        if v1 > v0 and t1 > t0:
+            return t0 - (v0 - offset) * (t1 - t0) / (v1 - v0)
+        return t0
+    (ta, va), (tb, vb) = points[i - 1], points[i]
+    return ta + (offset - va) * (tb - ta) / (vb - va)
+
+
+def time_lag_seconds(points: Sequence[Point], processed_offset: int, now: float) -> float:
+    """How far behind in time ``processed_offset`` is at ``now``; 0 when caught up.
+
+    The end offset is the newest point's. When records lag is positive the result is
+    ``now`` minus :func:`offset_time` of the processed offset (never negative).
+    """
+    if not points or processed_offset >= points[-1][1]:
+        return 0.0
+    reached = offset_time(points, processed_offset)
+    if reached is None:  # pragma: no cover - excluded by the test above
+        return 0.0
+    return max(0.0, now - reached)
+
+
+def growth_rate(points: Sequence[Point], window_s: float) -> float:
+    """Offset growth per second over the ``window_s`` seconds ending at the newest point.
+
+    Uses what history there is when it is shorter than the window; 0 with fewer than two
+    points in time. Never negative.
+    """
+    if len(points) < 2 or window_s <= 0:
+        return 0.0
+    t_end, v_end = points[-1]
+    t_start = max(t_end - window_s, points[0][0])
+    if t_end <= t_start:
+        return 0.0
+    return max(0.0, (v_end - value_at(points, t_start)) / (t_end - t_start))
+
+
+# ----------------------------------------------------------------------------- histories
+class PartitionHistory:
+    """A bounded history of :class:`OffsetPoint` for one partition.
+
+    Runs of unchanged offsets keep only their first and last point, so that the time at which
+    an offset was first reached survives and a few points cover a long quiet period. A point
+    older than the newest is ignored; offsets going backwards (topic re-created, query reset
+    to an older checkpoint) restart the history.
+    """
+
+    def __init__(self, max_points: int = 128) -> None:
+        if max_points < 2:
+            raise ValueError("max_points must be at least 2")
+        self._points: deque[OffsetPoint] = deque(maxlen=max_points)
+
+    def __len__(self) -> int:
+        return len(self._points)
+
+    @property
+    def points(self) -> tuple[OffsetPoint, ...]:
+        return tuple(self._points)
+
+    @property
+    def latest(self) -> OffsetPoint | None:
+        return self._points[-1] if self._points else None
+
+    def add(self, point: OffsetPoint) -> None:
+        pts = self._points
+        if pts:
+            last = pts[-1]
+            if point.wall_time < last.wall_time:
+                return
+            if point.end_offset < last.end_offset or point.processed_offset < last.processed_offset:
+                pts.clear()
+            else:
+                same_time = point.wall_time == last.wall_time
+                flat = len(pts) >= 2 and _same_offsets(point, last) and _same_offsets(last, pts[-2])
+                if same_time or flat:  # replace instead of growing
+                    pts[-1] = point
+                    return
+        pts.append(point)
+
+    def end_points(self) -> list[Point]:
+        return [(p.wall_time, p.end_offset) for p in self._points]
+
+    def processed_points(self) -> list[Point]:
+        return [(p.wall_time, p.processed_offset) for p in self._points]
+
+
+def _same_offsets(a: OffsetPoint, b: OffsetPoint) -> bool:
+    return a.end_offset == b.end_offset and a.processed_offset == b.processed_offset
+
+
+# ---------------------------------------------------------------------------- histogram
+@dataclass(frozen=True, slots=True)
+class HistogramState:
+    """A cumulative histogram: ``buckets`` are (upper bound, cumulative count), last +Inf."""
+
+    buckets: tuple[tuple[float, int], ...]
+    count: int
+    total: float
+
+
+class _Histogram:
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = tuple(sorted(b for b in bounds if math.isfinite(b)))
+        self.counts = [0] * (len(self.bounds) + 1)
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+    def state(self) -> HistogramState:
+        cumulative: list[tuple[float, int]] = []
+        running = 0
+        for bound, n in zip((*self.bounds, math.inf), self.counts, strict=True):
+            running += n
+            cumulative.append((bound, running))
+        return HistogramState(tuple(cumulative), running, self.total)
+
+
+# ----------------------------------------------------------------------------- snapshots
+@dataclass(frozen=True, slots=True)
+class PartitionLag:
+    """Lag of one topic-partition of one query at snapshot time."""
+
+    topic: str
+    partition: int
+    end_offset: int
+    processed_offset: int
+    records_lag: int
+    time_lag_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class QuerySnapshot:
+    """Everything known about one query's lag at ``now``.
+
+    ``age_s`` is how old the newest sample is (now − its wall time): a growing age means the
+    signal is missing (query stuck or listener gone), which is not the same as zero lag.
+    Rates are records per second summed over the query's partitions.
+    """
+
+    query: str
+    now: float
+    sample_time: float
+    partitions: tuple[PartitionLag, ...]
+    input_rate: float
+    processed_rate: float
+    batches: tuple[BatchStats, ...]
+    batch_durations: HistogramState
+
+    @property
+    def age_s(self) -> float:
+        return max(0.0, self.now - self.sample_time)
+
+    @property
+    def total_lag(self) -> int:
+        return sum(p.records_lag for p in self.partitions)
+
+    @property
+    def max_time_lag_s(self) -> float:
+        return max((p.time_lag_s for p in self.partitions), default=0.0)
+
+    def lag_by_topic(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for p in self.partitions:
+            out[p.topic] = out.get(p.topic, 0) + p.records_lag
+        return out
+
+    def recent_capacity(self) -> list[tuple[int, float]]:
+        """(records, busy seconds) of the recent batches, oldest first."""
+        return [(b.records, b.busy_s) for b in self.batches]
+
+
+@dataclass
+class _QueryState:
+    histories: dict[TopicPartition, PartitionHistory] = field(default_factory=dict)
+    sample_time: float = -math.inf
+    batches: deque[BatchStats] = field(default_factory=deque)
+    durations: _Histogram | None = None
+
+
+class LagTracker:
+    """Samples of every query → snapshots; thread-safe.
+
+    ``max_points`` bounds each partition's history, ``max_batches`` the recent batches kept
+    per query, ``rate_window_s`` the window of the input and processed rates.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_points: int = 128,
+        max_batches: int = 64,
+        rate_window_s: float = 30.0,
+        duration_buckets: Sequence[float] = DEFAULT_DURATION_BUCKETS,
+    ) -> None:
+        self.max_points = max_points
+        self.max_batches = max_batches
+        self.rate_window_s = rate_window_s
+        self.duration_buckets = tuple(duration_buckets)
+        self._lock = threading.Lock()
+        self._queries: dict[str, _QueryState] = {}
+        self._executors: dict[str, dict[str, int]] = {}
+        self._decisions: dict[tuple[str, str], int] = {}
+
+    # samples ------------------------------------------------------------------------------
+    def ingest(self, sample: ProgressSample) -> None:
+        """Add one progress sample. Partitions absent from it are dropped from the query."""
+        with self._lock:
+            state = self._state(sample.query)
+            seen: dict[TopicPartition, OffsetPoint] = {}
+            for p in sample.partitions:
+                point = OffsetPoint(sample.wall_time, p.end_offset, p.processed_offset)
+                prior = seen.get(p.tp)
+                if prior is not None:  # one topic read twice by the same query
+                    point = OffsetPoint(
+                        sample.wall_time,
+                        max(prior.end_offset, point.end_offset),
+                        min(prior.processed_offset, point.processed_offset),
+                    )
+                seen[p.tp] = point
+            if sample.partitions:
+                for tp in [tp for tp in state.histories if tp not in seen]:
+                    del state.histories[tp]
+            for tp, point in seen.items():
+                history = state.histories.get(tp)
+                if history is None:
+                    history = state.histories[tp] = PartitionHistory(self.max_points)
+                history.add(point)
+            state.sample_time = max(state.sample_time, sample.wall_time)
+            if sample.batch is not None:
+                state.batches.append(sample.batch)
+                while len(state.batches) > self.max_batches:
+                    state.batches.popleft()
+                if state.durations is None:
+                    state.durations = _Histogram(self.duration_buckets)
+                state.durations.observe(sample.batch.busy_s)
+
+    def refresh(self, query: str, wall_time: float) -> None:
+        """Record that at ``wall_time`` the query's offsets were still the last reported ones.
+
+        For idle events: a trigger that finds no new data has seen end == processed.
+        """
+        with self._lock:
+            state = self._queries.get(query)
+            if state is None or wall_time <= state.sample_time:
+                return
+            for history in state.histories.values():
+                last = history.latest
+                if last is not None:
+                    history.add(OffsetPoint(wall_time, last.end_offset, last.processed_offset))
+            state.sample_time = wall_time
+
+    def forget(self, query: str) -> None:
+        """Drop everything about ``query`` (terminated): its series disappear from /metrics."""
+        with self._lock:
+            self._queries.pop(query, None)
+            self._executors.pop(query, None)
+
+    def queries(self) -> list[str]:
+        with self._lock:
+            return sorted(self._queries)
+
+    def _state(self, query: str) -> _QueryState:
+        state = self._queries.get(query)
+        if state is None:
+            state = self._queries[query] = _QueryState()
+        return state
+
+    # snapshots ----------------------------------------------------------------------------
+    def snapshot(self, query: str, now: float) -> QuerySnapshot | None:
+        """The lag of ``query`` at ``now`` (seconds since the epoch); None if never sampled."""
+        with self._lock:
+            state = self._queries.get(query)
+            if state is None or not math.isfinite(state.sample_time):
+                return None
+            return self._snapshot(query, state, now)
+
+    def snapshots(self, now: float) -> list[QuerySnapshot]:
+        """Snapshots of every sampled query, sorted by query name."""
+        with self._lock:
+            return [
+                self._snapshot(q, s, now)
+                for q, s in sorted(self._queries.items())
+                if math.isfinite(s.sample_time)
+            ]
+
+    def _snapshot(self, query: str, state: _QueryState, now: float) -> QuerySnapshot:
+        partitions: list[PartitionLag] = []
+        input_rate = processed_rate = 0.0
+        for (topic, partition), history in sorted(state.histories.items()):
+            last = history.latest
+            if last is None:
+                continue
+            ends = history.end_points()
+            partitions.append(
+                PartitionLag(
+                    topic=topic,
+                    partition=partition,
+                    end_offset=last.end_offset,
+                    processed_offset=last.processed_offset,
+                    records_lag=records_lag(last.end_offset, last.processed_offset),
+                    time_lag_s=time_lag_seconds(ends, last.processed_offset, now),
+                )
+            )
+            input_rate += growth_rate(ends, self.rate_window_s)
+            processed_rate += growth_rate(history.processed_points(), self.rate_window_s)
+        durations = state.durations or _Histogram(self.duration_buckets)
+        return QuerySnapshot(
+            query=query,
+            now=now,
+            sample_time=state.sample_time,
+            partitions=tuple(partitions),
+            input_rate=input_rate,
+            processed_rate=processed_rate,
+            batches=tuple(state.batches),
+            batch_durations=durations.state(),
+        )
+
+    # autoscaler reports -------------------------------------------------------------------
+    def set_executors(
+        self, query: str, *, target: int | None = None, running: int | None = None
+    ) -> None:
+        """Record the executor counts the autoscaler wants (target) and sees (running)."""
+        with self._lock:
+            counts = self._executors.setdefault(query, {})
+            for state, value in (("target", target), ("running", running)):
+                if value is not None:
+                    if value < 0:
+                        raise ValueError(f"{state} executors must be >= 0, got {value}")
+                    counts[state] = value
+
+    def executors(self) -> dict[str, dict[str, int]]:
+        """``{query: {"target": n, "running": m}}`` as last set."""
+        with self._lock:
+            return {q: dict(c) for q, c in self._executors.items()}
+
+    def count_decision(self, direction: str, reason: str, n: int = 1) -> None:
+        """Count a scaling decision (direction up|down|none, reason free text, low cardinality)."""
+        if n < 0:
+            raise ValueError("a counter only goes up")
+        with self._lock:
+            key = (direction, reason)
+            self._decisions[key] = self._decisions.get(key, 0) + n
+
+    def decisions(self) -> dict[tuple[str, str], int]:
+        """``{(direction, reason): count}`` since start."""
+        with self._lock:
+            return dict(self._decisions)
+
+
+def merge_offsets(
+    end: Mapping[TopicPartition, int], processed: Mapping[TopicPartition, int]
+) -> tuple[PartitionOffsets, ...]:
+    """Pair end and processed offsets per partition (a partition missing from ``end`` takes
+    its processed offset as end: nothing known beyond it)."""
+    out = []
+    for tp in sorted(processed):
+        done = processed[tp]
+        out.append(PartitionOffsets(tp[0], tp[1], max(end.get(tp, done), done), done))
+    return tuple(out)
+
+
+def parse_offsets(raw: Any) -> dict[TopicPartition, int] | None:
+    """Kafka-shaped offsets (JSON text or already parsed) → ``{(topic, partition): offset}``.
+
+    None when absent (``None``, ``"null"``, ``"None"``) or not of the Kafka shape.
+    """
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        text = raw.strip()
+        if text in ("", "null", "None"):
+            return None
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(raw, Mapping) or not raw:
+        return None
+    out: dict[TopicPartition, int] = {}
+    for topic, parts in raw.items():
+        if not isinstance(parts, Mapping):
+            return None
+        for partition, offset in parts.items():
+            if isinstance(offset, bool) or not isinstance(offset, int):
+                return None
+            try:
+                out[(str(topic), int(partition))] = offset
+            except ValueError:
+                return None
+    return out

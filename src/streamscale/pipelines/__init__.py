@@ -1,0 +1,1 @@
+"""The seed pipelines (purchase enrichment, game sessions) and their pure record codecs."""

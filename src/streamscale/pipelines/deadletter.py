@@ -1,0 +1,142 @@
+"""Dead-lettering: bad records go to ``<pipeline>-dlq`` with their original bytes and a reason.
+
+A record that a pipeline cannot use (not JSON, wrong types, missing fields, a null key where
+one is needed, an undecodable hit) is never dropped silently and never stops the pipeline:
+it is written to the pipeline's dead-letter topic with the original key and value bytes and
+Kafka headers naming what went wrong and where it came from:
+
+    error             one of :data:`ERRORS` (stable, for routing and counting)
+    error.detail      a human-readable sentence (which field, which hit)
+    source.topic      the topic the record was read from
+    source.partition  its partition (decimal text)
+    source.offset     its offset (decimal text)
+
+Everything here builds Spark SQL expressions (JVM, no Python UDF), so routing costs nothing
+per record beyond the checks themselves. The Kafka sink writes the ``headers`` column.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+NOT_JSON: Final = "not_json"
+WRONG_TYPE: Final = "wrong_type"
+MISSING_FIELD: Final = "missing_field"
+INVALID_VALUE: Final = "invalid_value"
+NULL_KEY: Final = "null_key"
+NULL_VALUE: Final = "null_value"
+UNDECODABLE_HIT: Final = "undecodable_hit"
+ERRORS: Final = (
+    NOT_JSON,
+    WRONG_TYPE,
+    MISSING_FIELD,
+    INVALID_VALUE,
+    NULL_KEY,
+    NULL_VALUE,
+    UNDECODABLE_HIT,
+)
+
+HEADER_ERROR: Final = "error"
+HEADER_DETAIL: Final = "error.detail"
+HEADER_TOPIC: Final = "source.topic"
+HEADER_PARTITION: Final = "source.partition"
+HEADER_OFFSET: Final = "source.offset"
+
+# The type of the sink's ``headers`` column (and of the source's with includeHeaders).
+HEADERS_DDL: Final = "array<struct<key:string,value:binary>>"
+
+
+def dlq_topic(pipeline: str) -> str:
+    """The dead-letter topic of ``pipeline`` (``enrichment`` → ``enrichment-dlq``)."""
+    return f"{pipeline}-dlq"
+
+
+def sql_str(value: str) -> str:
+    """``value`` as a Spark SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def json_error_sql(
+    text: str,
+    parsed: str,
+    required: dict[str, str],
+    *,
+    null_error: str = NULL_VALUE,
+) -> str:
+    """Spark SQL: the error code of a JSON text, NULL when it parsed into every required field.
+
+    ``text`` is the STRING expression that was parsed, ``parsed`` the ``from_json`` struct
+    (its schema carries a ``_corrupt`` string column, so that a type mismatch is seen),
+    ``required`` maps each required field to a description for the detail. Checks in order:
+    null text, not a JSON object, a field of the wrong type, a missing (or null) field. The
+    fast path (everything present) is tested first, so a good record is parsed once.
+    """
+    present = " AND ".join(f"{parsed}.`{f}` IS NOT NULL" for f in required)
+    missing = " ".join(
+        f"WHEN {parsed}.`{f}` IS NULL THEN '{MISSING_FIELD}'" for f in required
+    )
+    return (
+        f"CASE WHEN {parsed}._corrupt IS NULL AND {present} THEN NULL "
+        f"WHEN {text} IS NULL THEN '{null_error}' "
+        f"WHEN json_object_keys({text}) IS NULL THEN '{NOT_JSON}' "
+        f"WHEN {parsed}._corrupt IS NOT NULL THEN '{WRONG_TYPE}' "
+        f"{missing} END"
+    )
+
+
+def json_detail_sql(text: str, parsed: str, required: dict[str, str], what: str) -> str:
+    """Spark SQL: the ``error.detail`` sentence matching :func:`json_error_sql`."""
+    missing = " ".join(
+        f"WHEN {parsed}.`{f}` IS NULL THEN {sql_str(f'{what} has no {f} ({desc})')}"
+        for f, desc in required.items()
+    )
+    types = ", ".join(f"{f} {desc}" for f, desc in required.items())
+    return (
+        f"CASE WHEN {text} IS NULL THEN {sql_str(f'{what} is null')} "
+        f"WHEN json_object_keys({text}) IS NULL THEN {sql_str(f'{what} is not a JSON object')} "
+        f"WHEN {parsed}._corrupt IS NOT NULL "
+        f"THEN {sql_str(f'{what} has a field of the wrong type (expected {types})')} "
+        f"{missing} END"
+    )
+
+
+def headers_column(error: Column, detail: Column) -> Column:
+    """The ``headers`` column of a dead-lettered record (needs ``topic, partition, offset``)."""
+    from pyspark.sql import functions as F
+
+    def header(name: str, value: Column) -> Column:
+        return F.struct(F.lit(name).alias("key"), F.encode(value, "UTF-8").alias("value"))
+
+    return F.array(
+        header(HEADER_ERROR, error),
+        header(HEADER_DETAIL, F.coalesce(detail, error)),
+        header(HEADER_TOPIC, F.col("topic")),
+        header(HEADER_PARTITION, F.col("partition").cast("string")),
+        header(HEADER_OFFSET, F.col("offset").cast("string")),
+    )
+
+
+def dead_letters(df: DataFrame, topic: str, error: str = "error", detail: str = "detail") -> DataFrame:
+    """Rows for the Kafka sink: ``df``'s original ``key``/``value`` bytes to ``topic``.
+
+    ``df`` has the source columns (``key, value, topic, partition, offset``) and the
+    ``error``/``detail`` string columns; the result has ``key, value, topic, headers``.
+    """
+    from pyspark.sql import functions as F
+
+    return df.select(
+        F.col("key"),
+        F.col("value"),
+        F.lit(topic).alias("topic"),
+        headers_column(F.col(error), F.col(detail)).alias("headers"),
+    )
+
+
+def no_headers() -> Column:
+    """A null ``headers`` column, for output rows unioned with dead letters."""
+    from pyspark.sql import functions as F
+
+    return F.lit(None).cast(HEADERS_DDL)

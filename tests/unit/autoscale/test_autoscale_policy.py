@@ -1,0 +1,451 @@
+"""The policies' rules, one table row each, and hypothesis properties over random inputs."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streamscale.autoscale.policy import (
+    BatchSample,
+    Decision,
+    Observation,
+    PolicyConfig,
+    PolicyKind,
+    PolicyState,
+    Reason,
+    decide,
+    executor_rate,
+    has_backlog,
+    upper_bound,
+)
+
+NOW = 1000.0
+RATE = PolicyConfig(min_executors=1, max_executors=8)
+LAG = replace(RATE, kind=PolicyKind.LAG)
+QUIET = PolicyState(clear_since_s=NOW - 120)  # no backlog for two windows, no change yet
+
+
+def obs(
+    *,
+    executors: int = 2,
+    lag: int = 0,
+    input_rate: float = 1000.0,
+    per_executor: float | None = 1000.0,
+    partitions: int = 8,
+    splits: int = 1,
+    age: float | None = 1.0,
+    pending: int = 0,
+    **overrides: Any,
+) -> Observation:
+    """An observation with ``lag`` spread over partitions and one saturated batch measuring
+    ``per_executor`` records/s per executor (None: no batch)."""
+    share, extra = divmod(lag, partitions)
+    lags = tuple(share + (1 if i < extra else 0) for i in range(partitions))
+    batches: tuple[BatchSample, ...] = ()
+    if per_executor is not None and executors > 0:
+        batches = (BatchSample(round(per_executor * executors * 10), 10.0, executors),)
+    fields: dict[str, Any] = {
+        "now_s": NOW,
+        "executors": executors,
+        "partitions": partitions,
+        "splits_per_partition": splits,
+        "partition_lag": lags,
+        "input_rate": input_rate,
+        "processed_rate": input_rate,
+        "batches": batches,
+        "metrics_age_s": age,
+        "pending_executors": pending,
+    }
+    fields.update(overrides)
+    return Observation(**fields)
+
+
+CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
+    # metrics: an outage is never read as zero lag
+    ("missing metrics", RATE, QUIET, obs(executors=4, age=None), 4, Reason.HOLD_MISSING_METRICS),
+    ("missing + huge lag", RATE, QUIET, obs(lag=10**7, age=None), 2, Reason.HOLD_MISSING_METRICS),
+    ("stale metrics", RATE, QUIET, obs(executors=4, age=31.0), 4, Reason.HOLD_STALE_METRICS),
+    ("stale + huge lag", LAG, QUIET, obs(lag=10**7, age=31.0), 2, Reason.HOLD_STALE_METRICS),
+    (
+        "partitions missing from the lag",
+        RATE,
+        QUIET,
+        obs(executors=4, partition_lag=(0, 0, 0)),
+        4,
+        Reason.HOLD_MISSING_METRICS,
+    ),
+    (
+        "NaN input rate",
+        RATE,
+        QUIET,
+        obs(executors=4, input_rate=math.nan),
+        4,
+        Reason.HOLD_MISSING_METRICS,
+    ),
+    (
+        "negative partition lag",
+        RATE,
+        QUIET,
+        obs(executors=4, partition_lag=(-5, 0, 0, 0, 0, 0, 0, 0)),
+        4,
+        Reason.HOLD_MISSING_METRICS,
+    ),
+    # bounds and the partition cap
+    ("below min", RATE, QUIET, obs(executors=0, age=None), 1, Reason.BOUNDED_MIN),
+    ("above max", RATE, QUIET, obs(executors=10), 8, Reason.BOUNDED_MAX),
+    ("above partition cap", RATE, QUIET, obs(executors=6, partitions=4), 4, Reason.BOUNDED_MAX),
+    (
+        "up capped by partitions",
+        RATE,
+        QUIET,
+        obs(executors=1, partitions=2, input_rate=20_000),
+        2,
+        Reason.BOUNDED_MAX,
+    ),
+    (
+        "minPartitions split raises the cap",
+        RATE,
+        QUIET,
+        obs(executors=2, partitions=2, splits=2, input_rate=20_000),
+        4,
+        Reason.BOUNDED_MAX,
+    ),
+    ("at the cap already", RATE, QUIET, obs(executors=8, input_rate=20_000), 8, Reason.BOUNDED_MAX),
+    ("up to max", RATE, QUIET, obs(executors=4, input_rate=20_000), 8, Reason.BOUNDED_MAX),
+    (
+        "lag capped by partitions",
+        LAG,
+        QUIET,
+        obs(executors=2, partitions=4, lag=100_000),
+        4,
+        Reason.BOUNDED_MAX,
+    ),
+    # rate policy sizing
+    # 4500/0.7 + 50000/300 + 4500*18/300 = 6865 rec/s → 6.87 / 1.1 → 7
+    (
+        "rate: backlog",
+        RATE,
+        QUIET,
+        obs(executors=2, input_rate=4500, lag=50_000),
+        7,
+        Reason.SCALE_UP_BACKLOG,
+    ),
+    # 2000/0.7 + 2000*18/300 = 2977 → 2.98 / 1.1 → 3
+    ("rate: input above capacity", RATE, QUIET, obs(input_rate=2000), 3, Reason.SCALE_UP_RATE),
+    ("rate: within tolerance", RATE, QUIET, obs(input_rate=1450), 2, Reason.HOLD_WITHIN_TOLERANCE),
+    # 1400/0.7 = 2.0 executors, + the rescale pause's records → 3 still needed: no change
+    (
+        "rate: down not worth it",
+        RATE,
+        QUIET,
+        obs(executors=3, input_rate=1400),
+        3,
+        Reason.HOLD_STEADY,
+    ),
+    (
+        "rate: slower executors need more",
+        RATE,
+        QUIET,
+        obs(executors=2, input_rate=1000, per_executor=500),
+        3,
+        Reason.SCALE_UP_RATE,
+    ),
+    ("rate: unmeasured", RATE, QUIET, obs(per_executor=None), 2, Reason.HOLD_UNMEASURED_RATE),
+    (
+        "start from zero",
+        replace(RATE, min_executors=0),
+        QUIET,
+        obs(executors=0, lag=500),
+        1,
+        Reason.SCALE_UP_BACKLOG,
+    ),
+    (
+        "no restart from zero right after scaling to zero",
+        replace(RATE, min_executors=0, scale_down_max_factor=1.0),
+        PolicyState(last_change_s=NOW - 10, last_direction=-1),
+        obs(executors=0, lag=500),
+        0,
+        Reason.HOLD_REVERSAL,
+    ),
+    # up-factor bound: 7000 rec/s wants 10+, factor 2 allows 2 from 1
+    (
+        "up factor",
+        replace(RATE, max_up_factor=2.0),
+        QUIET,
+        obs(executors=1, input_rate=7000),
+        2,
+        Reason.SCALE_UP_RATE,
+    ),
+    (
+        "scaling in progress",
+        RATE,
+        QUIET,
+        obs(executors=2, pending=2, input_rate=9000),
+        4,
+        Reason.HOLD_SCALING_IN_PROGRESS,
+    ),
+    # scale-down rules
+    (
+        "backlog blocks scale-down",
+        RATE,
+        QUIET,
+        obs(executors=8, input_rate=1000, lag=100_000),
+        8,
+        Reason.HOLD_BACKLOG_DRAINING,
+    ),
+    (
+        "lag: backlog blocks scale-down",
+        LAG,
+        QUIET,
+        obs(executors=8, lag=30_000, input_rate=100),
+        8,
+        Reason.HOLD_BACKLOG_DRAINING,
+    ),
+    (
+        "stabilization window not over",
+        RATE,
+        PolicyState(clear_since_s=NOW - 30),
+        obs(executors=8, input_rate=1000),
+        8,
+        Reason.HOLD_STABILIZING,
+    ),
+    (
+        "backlog just cleared",
+        RATE,
+        PolicyState(),
+        obs(executors=8, input_rate=1000),
+        8,
+        Reason.HOLD_STABILIZING,
+    ),
+    (
+        "recent scale-down",
+        RATE,
+        PolicyState(last_change_s=NOW - 30, last_direction=-1, clear_since_s=NOW - 500),
+        obs(executors=8, input_rate=1000),
+        8,
+        Reason.HOLD_STABILIZING,
+    ),
+    # down by at most 60 %: 8 → ceil(8 × 0.4) = 4 although 2 would do
+    ("down factor", RATE, QUIET, obs(executors=8, input_rate=1000), 4, Reason.SCALE_DOWN_IDLE),
+    (
+        "down factor 1 means no limit",
+        replace(RATE, scale_down_max_factor=1.0),
+        QUIET,
+        obs(executors=8, input_rate=1000),
+        2,
+        Reason.SCALE_DOWN_IDLE,
+    ),
+    (
+        "down to min",
+        RATE,
+        QUIET,
+        obs(executors=2, input_rate=0, per_executor=None),
+        2,
+        Reason.HOLD_UNMEASURED_RATE,
+    ),
+    ("lag: down to min", LAG, QUIET, obs(executors=2, lag=0), 1, Reason.BOUNDED_MIN),
+    ("at min already", LAG, QUIET, obs(executors=1, lag=0), 1, Reason.BOUNDED_MIN),
+    # no reversals inside the window
+    (
+        "down after a recent up",
+        RATE,
+        PolicyState(last_change_s=NOW - 30, last_direction=1, clear_since_s=NOW - 500),
+        obs(executors=8, input_rate=1000),
+        8,
+        Reason.HOLD_REVERSAL,
+    ),
+    (
+        "up after a recent down",
+        RATE,
+        PolicyState(last_change_s=NOW - 30, last_direction=-1),
+        obs(executors=2, input_rate=5000, lag=50_000),
+        2,
+        Reason.HOLD_REVERSAL,
+    ),
+    (
+        "up after a down, window over",
+        RATE,
+        PolicyState(last_change_s=NOW - 61, last_direction=-1),
+        obs(executors=2, input_rate=2000),
+        3,
+        Reason.SCALE_UP_RATE,
+    ),
+    (
+        "up after an up is fine",
+        RATE,
+        PolicyState(last_change_s=NOW - 10, last_direction=1),
+        obs(executors=2, input_rate=2000),
+        3,
+        Reason.SCALE_UP_RATE,
+    ),
+    # lag policy (HPA): ceil(lag / threshold), tolerance 0.1
+    ("lag: up", LAG, QUIET, obs(executors=2, lag=50_000), 5, Reason.SCALE_UP_BACKLOG),
+    ("lag: tolerance", LAG, QUIET, obs(executors=5, lag=52_000), 5, Reason.HOLD_WITHIN_TOLERANCE),
+    ("lag: just outside", LAG, QUIET, obs(executors=5, lag=56_000), 6, Reason.SCALE_UP_BACKLOG),
+]
+
+
+@pytest.mark.parametrize(
+    ("config", "state", "observation", "desired", "reason"),
+    [case[1:] for case in CASES],
+    ids=[case[0] for case in CASES],
+)
+def test_rules(
+    config: PolicyConfig,
+    state: PolicyState,
+    observation: Observation,
+    desired: int,
+    reason: Reason,
+) -> None:
+    decision, _ = decide(config, state, observation)
+    assert (decision.desired, decision.reason) == (desired, reason)
+    assert decision.current == observation.executors + observation.pending_executors
+
+
+def test_state_tracks_backlog_and_changes() -> None:
+    state = PolicyState()
+    _, state = decide(RATE, state, obs(input_rate=1000))
+    assert state.clear_since_s == NOW  # fresh, no backlog: the clock starts
+    _, state = decide(RATE, state, replace(obs(input_rate=1000), now_s=NOW + 10))
+    assert state.clear_since_s == NOW  # and keeps running
+    _, state = decide(RATE, state, replace(obs(input_rate=1000, age=None), now_s=NOW + 20))
+    assert state.clear_since_s is None  # an outage restarts it
+    decision, state = decide(RATE, state, replace(obs(input_rate=4500, lag=50_000), now_s=NOW + 30))
+    assert decision.direction == 1
+    assert (state.last_change_s, state.last_direction, state.clear_since_s) == (NOW + 30, 1, None)
+
+
+def test_decision_direction() -> None:
+    assert Decision(3, Reason.SCALE_UP_RATE, 2).direction == 1
+    assert Decision(2, Reason.HOLD_STEADY, 2).direction == 0
+    assert Decision(1, Reason.SCALE_DOWN_IDLE, 2).direction == -1
+
+
+def test_executor_rate_uses_busy_time_and_the_task_cap() -> None:
+    o = obs(
+        executors=4,
+        batches=(BatchSample(3000, 1.0, 2), BatchSample(0, 0.2, 2), BatchSample(1000, 0.5, None)),
+    )
+    # 3000 / (1 × 2) and 1000 / (0.5 × 4 executors now); the empty batch is ignored
+    assert executor_rate(o, tasks_cap=8) == pytest.approx(4000 / 4.0)
+    # with only 2 usable executors, the 4 running count as 2
+    assert executor_rate(o, tasks_cap=2) == pytest.approx(4000 / 3.0)
+
+
+def test_backlog_threshold() -> None:
+    assert not has_backlog(RATE, obs(input_rate=1000, lag=5100))  # 100 + 5 s of input
+    assert has_backlog(RATE, obs(input_rate=1000, lag=5101))
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError, match="max_executors"):
+        PolicyConfig(min_executors=3, max_executors=2)
+    with pytest.raises(ValueError, match="target_utilization"):
+        PolicyConfig(target_utilization=0)
+    with pytest.raises(ValueError, match="partitions"):
+        Observation(now_s=0, executors=1, partitions=0)
+    with pytest.raises(ValueError, match="executor counts"):
+        Observation(now_s=0, executors=-1, partitions=1)
+
+
+# --- properties ---------------------------------------------------------------------------
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> PolicyConfig:
+    lo = draw(st.integers(0, 4))
+    return PolicyConfig(
+        kind=draw(st.sampled_from(PolicyKind)),
+        min_executors=lo,
+        max_executors=draw(st.integers(max(1, lo), 12)),
+        stabilization_window_s=draw(st.sampled_from([0.0, 30.0, 60.0, 300.0])),
+        max_up_factor=draw(st.sampled_from([1.5, 2.0, 4.0])),
+        scale_down_max_factor=draw(st.sampled_from([0.3, 0.6, 1.0])),
+        lag_threshold=draw(st.sampled_from([1000.0, 10_000.0])),
+    )
+
+
+@st.composite
+def observations(
+    draw: st.DrawFn, now: float = NOW, executors: int | None = None, partitions: int | None = None
+) -> Observation:
+    parts = partitions if partitions is not None else draw(st.integers(1, 10))
+    running = executors if executors is not None else draw(st.integers(0, 14))
+    lags = tuple(draw(st.lists(st.integers(0, 10**6), min_size=parts, max_size=parts)))
+    batches = tuple(
+        draw(
+            st.lists(
+                st.builds(
+                    BatchSample,
+                    st.integers(0, 10**6),
+                    st.floats(0, 10, allow_nan=False),
+                    st.one_of(st.none(), st.integers(0, 14)),
+                ),
+                max_size=5,
+            )
+        )
+    )
+    return Observation(
+        now_s=now,
+        executors=running,
+        partitions=parts,
+        splits_per_partition=draw(st.integers(1, 3)),
+        partition_lag=lags,
+        input_rate=draw(st.floats(0, 1e5, allow_nan=False)),
+        processed_rate=draw(st.floats(0, 1e5, allow_nan=False)),
+        batches=batches,
+        metrics_age_s=draw(st.one_of(st.none(), st.floats(0, 60, allow_nan=False))),
+        pending_executors=draw(st.integers(0, 2)),
+    )
+
+
+@st.composite
+def states(draw: st.DrawFn) -> PolicyState:
+    return PolicyState(
+        last_change_s=draw(st.one_of(st.none(), st.floats(NOW - 400, NOW))),
+        last_direction=draw(st.sampled_from([-1, 0, 1])),
+        clear_since_s=draw(st.one_of(st.none(), st.floats(NOW - 400, NOW))),
+    )
+
+
+@given(configs(), states(), observations())
+def test_never_outside_bounds(config: PolicyConfig, state: PolicyState, o: Observation) -> None:
+    decision, _ = decide(config, state, o)
+    assert config.min_executors <= decision.desired <= upper_bound(config, o)
+
+
+@given(configs(), states(), observations())
+def test_never_down_with_backlog(config: PolicyConfig, state: PolicyState, o: Observation) -> None:
+    decision, _ = decide(config, state, o)
+    fresh = o.metrics_age_s is not None and o.metrics_age_s <= config.max_metrics_age_s
+    within_bounds = decision.current <= upper_bound(config, o)
+    if fresh and has_backlog(config, o) and within_bounds:
+        assert decision.desired >= decision.current
+
+
+@given(configs(), st.data())
+def test_no_reversal_inside_the_window(config: PolicyConfig, data: st.DataObject) -> None:
+    """Over a random run where the cluster follows every decision, two consecutive changes of
+    opposite direction are at least one window apart."""
+    partitions = data.draw(st.integers(1, 10))
+    state = PolicyState()
+    executors = config.min_executors
+    now = 0.0
+    changes: list[tuple[float, int]] = []
+    for _ in range(data.draw(st.integers(1, 40))):
+        now += data.draw(st.sampled_from([1.0, 5.0, 10.0, 30.0]))
+        o = data.draw(observations(now=now, executors=executors, partitions=partitions))
+        o = replace(o, pending_executors=0, splits_per_partition=1)
+        decision, state = decide(config, state, o)
+        if decision.direction:
+            changes.append((now, decision.direction))
+        executors = decision.desired
+    for (t1, d1), (t2, d2) in itertools.pairwise(changes):
+        if d1 != d2:
+            assert t2 - t1 >= config.stabilization_window_s

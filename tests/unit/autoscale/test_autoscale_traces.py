@@ -1,0 +1,65 @@
+"""Built-in traces and CSV trace files, with one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streamscale.autoscale import traces
+
+
+@pytest.mark.parametrize("name", sorted(traces.BUILTIN))
+def test_builtin(name: str) -> None:
+    trace = traces.load(name)
+    rates = trace.per_second()
+    assert len(rates) == trace.duration_s >= 1200
+    assert min(rates) >= 500 and max(rates) <= 6500  # within 1..8 executors of 1000 rec/s
+    assert trace.rate_at(0) == rates[0]
+
+
+def test_step_shape() -> None:
+    trace = traces.step()
+    assert trace.step_changes == 2
+    assert (trace.rate_at(119), trace.rate_at(120), trace.rate_at(720)) == (1000, 4500, 1000)
+
+
+def test_csv(tmp_path: Path) -> None:
+    path = tmp_path / "burst.csv"
+    path.write_text("t_seconds,input_rate\n0,100\n10,2000.5\n\n30,0\n", encoding="utf-8")
+    trace = traces.load(str(path), tail_s=20)
+    assert trace.name == "burst"
+    assert trace.duration_s == 50
+    rates = trace.per_second()
+    assert (rates[9], rates[10], rates[29], rates[30], rates[49]) == (100, 2000.5, 2000.5, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "<trace>:1: the header must be 't_seconds,input_rate'"),
+        ("time,rate\n0,1\n", "<trace>:1: the header must be"),
+        ("t_seconds,input_rate\n", "<trace>: no data rows"),
+        ("t_seconds,input_rate\n0,abc\n", "<trace>:2: not a number: '0,abc'"),
+        ("t_seconds,input_rate\n0,1,2\n", "<trace>:2: expected 2 columns, found 3"),
+        ("t_seconds,input_rate\n0,-1\n", "<trace>:2: values must be finite and >= 0"),
+        ("t_seconds,input_rate\n0,nan\n", "<trace>:2: values must be finite and >= 0"),
+        ("t_seconds,input_rate\n5,1\n", "<trace>:2: the first row must be at t_seconds 0"),
+        ("t_seconds,input_rate\n0,1\n10,2\n10,3\n", "<trace>:4: t_seconds must increase"),
+        ("t_seconds,input_rate\n0,1\n1.5,2\n", "<trace>:3: t_seconds must be a whole second"),
+    ],
+)
+def test_csv_errors(text: str, message: str) -> None:
+    with pytest.raises(traces.TraceError) as info:
+        traces.parse_csv(text)
+    assert str(info.value).startswith(message)
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_name_or_file(tmp_path: Path) -> None:
+    with pytest.raises(traces.TraceError, match="not a built-in trace .* nor a file"):
+        traces.load(str(tmp_path / "missing.csv"))
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"\xff\xfe")
+    with pytest.raises(traces.TraceError, match="cannot read"):
+        traces.load(str(bad))
