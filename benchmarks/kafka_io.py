@@ -128,5 +128,6 @@ def main() -> None:
     for name, rate, note in rows:
         print(f"{name:<38}{rate:>12,.0f}{rate / plain:>9.2f}  {note}")
 
+
 if __name__ == "__main__":
     main()

@@ -119,6 +119,7 @@ def app_conf(
     executor_cores: int = 1,
     executor_memory: str = "1g",
     python: str | None = None,
+    remove_delay: str = "1s",
 ) -> dict[str, str]:
     """Spark configuration for an application on this cluster, scaled by the actuator.
 
@@ -126,6 +127,9 @@ def app_conf(
     ``executor_cores`` cores (without it, dynamic allocation off means every core of the
     cluster); dynamic allocation is off because ``killExecutors`` refuses to run with it and
     its queued-task heuristic would fight the autoscaler. Executors run this interpreter.
+    A killed executor exits at once, but the driver forgets it only after
+    ``spark.standalone.executorRemoveDelayOnDisconnection`` (5 s by default, a wait for the
+    Master's loss reason, which arrives in milliseconds on loopback): ``remove_delay``.
     """
     if max_executors < 1:
         raise ClusterError(f"max_executors must be at least 1, not {max_executors}")
@@ -143,6 +147,7 @@ def app_conf(
         "spark.pyspark.python": python,
         "spark.executorEnv.PYSPARK_PYTHON": python,
         "spark.executorEnv.SPARK_LOCAL_IP": HOST,
+        "spark.standalone.executorRemoveDelayOnDisconnection": remove_delay,
     }
 
 
@@ -385,6 +390,16 @@ def start(
         raise ClusterError(
             f"a cluster is already running from {data_dir} at {existing.master_url} "
             f"(pid {existing.master_pid}): `streamscale cluster stop` first"
+        )
+    leftovers = [
+        name
+        for name in _worker_names(data_dir)
+        if (rec := processes.load(data_dir, name)) is not None and rec.alive()
+    ]
+    if leftovers:
+        raise ClusterError(
+            f"{', '.join(leftovers)} from {data_dir} still run without their master: "
+            "`streamscale cluster stop` first"
         )
     _check_ports([p for p in (port, webui_port) if p is not None])
     port = port if port is not None else processes.free_port(HOST)

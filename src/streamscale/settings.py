@@ -67,6 +67,23 @@ class Settings(BaseSettings):
     min_partitions: int | None = Field(None, gt=0, description="Minimum Spark input partitions")
     shuffle_partitions: int = Field(4, gt=0, description="spark.sql.shuffle.partitions")
     state_store: Literal["rocksdb", "hdfs"] = Field("rocksdb", description="State store provider")
+    starting_offsets: Literal["earliest", "latest"] = Field(
+        "earliest",
+        description="Where a pipeline's stream inputs start on its first run (later runs "
+        "resume from the checkpoint); tables such as the referential are always read in full",
+    )
+    session_gap_s: float = Field(
+        30.0, gt=0, description="Game sessions: inactivity gap that closes a session (seconds)"
+    )
+    approval_window_s: float = Field(
+        3.0, gt=0, description="Game sessions: an approval joins its frame within this (seconds)"
+    )
+    watermark_delay_s: float = Field(
+        10.0,
+        ge=0,
+        description="Game sessions: event-time lateness tolerated before records are late "
+        "and state is dropped (seconds)",
+    )
     driver_memory: str = Field("1g", description="spark.driver.memory")
     executor_memory: str = Field("1g", description="spark.executor.memory")
 

@@ -74,6 +74,7 @@ def test_app_conf_caps_cores_and_turns_dynamic_allocation_off() -> None:
     assert conf["spark.pyspark.python"] == "/py"
     assert conf["spark.executorEnv.PYSPARK_PYTHON"] == "/py"
     assert conf["spark.driver.host"] == "127.0.0.1"
+    assert conf["spark.standalone.executorRemoveDelayOnDisconnection"] == "1s"
 
 
 def test_app_conf_cores_max_counts_executor_cores() -> None:

@@ -14,9 +14,14 @@ What Spark 4.3 does on standalone, found by experiment (see docs/benchmarks.md):
 - ``requestTotalExecutors(n, 0, Map())`` sets the Master's executor limit: raising it launches
   executors (registered about 3 s later); lowering it stops nothing that runs.
   ``requestExecutors(k)`` adds to an internal target, so it is not used.
-- ``killExecutors(ids)`` stops executors (gone from the driver about 5 s later) and lowers the
-  internal target by one per executor; a kill before any request sets that target to 0. The
-  actuator therefore kills first and then re-sends the exact total.
+- ``killExecutors(ids)`` stops executors: the process exits and the Master frees its cores
+  at once, the driver forgets it after ``spark.standalone.executorRemoveDelayOnDisconnection``
+  (5 s by default; :func:`streamscale.cluster.app_conf` sets 1 s). It also lowers the internal
+  target by one per executor, and a kill before any request sets that target to 0 (then a
+  crashed executor is never replaced). The actuator therefore kills first and then re-sends
+  the exact total, after which the Master replaces a crashed executor by itself.
+- A total above ``spark.cores.max / spark.executor.cores`` is acknowledged but never granted,
+  so targets are clamped to that ceiling.
 - A killed executor stays in ``getExecutorIds()`` until it is gone; the scheduler backend's
   ``isExecutorActive`` excludes it, so a second ``apply`` during that time kills no one else.
 """
@@ -126,6 +131,10 @@ class SparkActuator:
     Needs Spark's dynamic allocation off and a cluster manager that takes executor requests
     (standalone, Kubernetes, YARN); in local mode there are no executors to scale and
     :meth:`apply` reports an error. Executors a kill was sent for are not counted as running.
+
+    With ``kill_busy`` (the default) a scale-in that finds too few idle executors also kills
+    the least busy ones (their tasks re-run elsewhere and do not count as failures); without
+    it only idle executors go, and a later :meth:`apply` finishes the job.
     """
 
     def __init__(self, spark: SparkSession, *, kill_busy: bool = True) -> None:
@@ -141,6 +150,7 @@ class SparkActuator:
                 "for the autoscaler to drive executors (killExecutors refuses to run with it)"
             )
         self.max_executors = max_executors_from_conf(conf)
+        self.target: int | None = None  # the last total applied, None before any apply
 
     # -- reading -------------------------------------------------------------------------
 
@@ -211,6 +221,7 @@ class SparkActuator:
                 request_ok = self._request_total(wanted)
             except Exception as exc:  # py4j errors carry the JVM message
                 return ApplyResult(target, wanted, before, killed, False, _short(exc))
+            self.target = wanted
             error = None
             if not kill_ok:
                 error = "the cluster manager refused the kill"

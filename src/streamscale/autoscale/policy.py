@@ -14,14 +14,17 @@ Two policies share one set of safety rules:
 
 Shared rules, applied in this order (each yields one :class:`Reason`):
 
-1. bounds: a current count outside ``[min, upper]`` is brought back at once, where ``upper`` is
-   ``max_executors`` capped by the usable parallelism (input partitions × ``minPartitions``
-   split / executor cores: more executors than tasks idle), never below ``min_executors``;
+1. bounds: a current count outside ``[min, upper]`` is brought back at once (before any other
+   rule: bounds are configuration), where ``upper`` is ``max_executors`` capped by the usable
+   parallelism (input partitions × ``minPartitions`` split / executor cores: more executors
+   than tasks idle), never below ``min_executors``;
 2. missing or stale metrics hold the current count — an outage is never read as zero lag, and
    it restarts the no-backlog clock;
 3. executors already requested and not yet running hold the count (their effect is not yet
    measurable; asking again would overshoot);
-4. a change within the tolerance is skipped;
+4. a change within the tolerance is skipped; ``rate`` scales up to the smallest count the
+   tolerance then keeps, and down to a plain ceil (a little headroom, so that measurement
+   noise cannot flip it straight back);
 5. scale-up happens at once, by at most ``max_up_factor``, but not within the stabilization
    window after a scale-down (no reversal);
 6. scale-down needs no backlog, a full stabilization window without backlog and without any

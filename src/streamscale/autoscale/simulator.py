@@ -17,6 +17,8 @@ The model, in 1-second steps:
   micro-batch sample per second, records lag split evenly over partitions, time lag) and
   answers with an executor count — the production policy code, :func:`policy.decide`;
 - records lag is FIFO: time lag is the age of the oldest unprocessed record.
+- a policy starts at the count it settles on for the trace's first rate with no lag (so that
+  the first decision answers the trace, not the start-up); fixed counts and plans at theirs.
 
 Figures: ``drain_time_s`` (seconds during which time lag exceeds ``caught_up_s``),
 ``max_lag``, ``max_time_lag_s``, ``executor_seconds`` (running, starting and stopping
@@ -26,17 +28,21 @@ of opposite direction less than ``reversal_window_s`` apart).
 The oracle (:func:`oracle`) is the cheapest plan found with hindsight that keeps the time lag
 under ``target_time_lag_s`` (or, where even ``max_executors`` cannot, no worse than running
 ``max_executors`` throughout) and ends caught up. It picks one count per control interval,
-subject to the same delays and pauses, in two passes:
+subject to the same delays, pauses and billing as the policies:
 
 1. greedy forward: at each interval, the smallest count for which the constraint holds until
-   the next interval *and* still can be held afterwards by switching to ``max_executors`` at
-   the next interval (a look-ahead run until caught up). With the full trace known, this is the
-   latest safe moment to add capacity and the earliest to remove it;
-2. local improvement: lower single intervals by one executor while the whole plan stays
-   feasible, until no interval can be lowered.
+   the next interval *and* can still be held afterwards by switching to ``max_executors`` (a
+   look-ahead run until caught up) — with the trace known, the latest safe moment to add
+   capacity and the earliest to remove it. Run for the target and for two tighter ones
+   (target / 3 and ``caught_up_s``), whose plans are feasible too and often cheaper to refine;
+2. local search from each greedy plan: lower one interval by one executor, lower a run of
+   equal counts by one, or set a run to a neighbour's count (merging runs saves rescale
+   pauses and start/stop billing); accept any move that keeps the plan feasible and lowers
+   its executor-seconds, until none does. The cheapest result wins.
 
-It is a heuristic, not a proven optimum, so it is an upper bound on the cheapest cost and a
-reference rather than a bound the policies cannot beat.
+It is a heuristic, not a proven optimum: its cost is an upper bound on the true minimum, so
+ratios against it flatter the policies slightly, never the reverse. It spends its whole
+latency budget to save executors, so its drain time is long by design.
 """
 
 from __future__ import annotations

@@ -26,13 +26,15 @@ app = typer.Typer(
 
 
 class Profile(StrEnum):
+    """``--profile`` choices (see :mod:`streamscale.generate.profiles`)."""
+
     steady = "steady"
     burst = "burst"
     ramp = "ramp"
 
 
 RATE = typer.Option(1000.0, "--rate", help="Records/s (steady), final rate (ramp)")
-COUNT = typer.Option(None, "--count", help="Records to produce (frames, products)")
+COUNT = typer.Option(None, "--count", help="Records to produce")
 DURATION = typer.Option(None, "--duration", help="Seconds of load, instead of --count")
 PROFILE = typer.Option(Profile.steady, "--profile", help="steady | burst (needs --count) | ramp")
 START_RATE = typer.Option(0.0, "--start-rate", help="Ramp: records/s at the start")
@@ -74,10 +76,9 @@ def _seed(seed: int | None) -> int:
     return secrets.randbelow(2**31) if seed is None else seed
 
 
-def _summary(stats: ProduceStats, what: str, seed: int) -> None:
-    typer.echo(
-        f"{what} in {stats.seconds:.2f} s: {stats.rate:,.0f} records/s achieved (seed {seed})"
-    )
+def _summary(stats: ProduceStats, what: str, seed: int, unit: str = "records") -> None:
+    rate = f"{stats.rate:,.0f} {unit}/s achieved"
+    typer.echo(f"{what} in {stats.seconds:.2f} s: {rate} (seed {seed})")
 
 
 def _produce(
@@ -222,4 +223,5 @@ def game_frames_command(
         f"{done.frames} frames to {topic} + {done.approvals} approvals to {approval_topic} "
         f"({len(generator.machines)} machines, {done.bad} spoiled)",
         used_seed,
+        "frames",
     )

@@ -158,8 +158,12 @@ def write_plot(path: Path, trace_name: str, results: list[simulator.SimResult]) 
         rate_ax.plot(seconds, result.processed, linewidth=0.6, label=result.strategy)
         lag_ax.plot(seconds, result.time_lag_s, label=result.strategy)
         exec_ax.step(seconds, result.requested, where="post", label=result.strategy)
+    # A fixed count too small for the trace diverges: keep the axis on the others.
+    bounded = [max(r.time_lag_s) for r in results if not r.strategy.startswith("fixed:")]
+    if bounded and max(bounded) > 0:
+        lag_ax.set_ylim(0, 1.5 * max(bounded))
     rate_ax.set_ylabel("records/s")
-    lag_ax.set_ylabel("time lag (s)")
+    lag_ax.set_ylabel("time lag (s, clipped)")
     exec_ax.set_ylabel("executors")
     exec_ax.set_xlabel("seconds")
     rate_ax.set_title(f"streamscale simulate — trace {trace_name}")

@@ -75,9 +75,7 @@ def json_error_sql(
     fast path (everything present) is tested first, so a good record is parsed once.
     """
     present = " AND ".join(f"{parsed}.`{f}` IS NOT NULL" for f in required)
-    missing = " ".join(
-        f"WHEN {parsed}.`{f}` IS NULL THEN '{MISSING_FIELD}'" for f in required
-    )
+    missing = " ".join(f"WHEN {parsed}.`{f}` IS NULL THEN '{MISSING_FIELD}'" for f in required)
     return (
         f"CASE WHEN {parsed}._corrupt IS NULL AND {present} THEN NULL "
         f"WHEN {text} IS NULL THEN '{null_error}' "
@@ -119,7 +117,9 @@ def headers_column(error: Column, detail: Column) -> Column:
     )
 
 
-def dead_letters(df: DataFrame, topic: str, error: str = "error", detail: str = "detail") -> DataFrame:
+def dead_letters(
+    df: DataFrame, topic: str, error: str = "error", detail: str = "detail"
+) -> DataFrame:
     """Rows for the Kafka sink: ``df``'s original ``key``/``value`` bytes to ``topic``.
 
     ``df`` has the source columns (``key, value, topic, partition, offset``) and the

@@ -15,11 +15,11 @@ from streamscale.cli.main import app
 from streamscale.generate import Record
 from streamscale.generate.game_frames import GameFrames
 from streamscale.generate.producer import GenerateError, produce
-from streamscale.kafka import broker as embedded
-from streamscale.kafka.client import DeliveryError
 from streamscale.generate.profiles import make_schedule
 from streamscale.generate.purchases import purchase_records
 from streamscale.generate.referential import plan_for_products, referential_records
+from streamscale.kafka import broker as embedded
+from streamscale.kafka.client import DeliveryError
 from streamscale.pipelines.hits import parse_header
 from streamscale.processes import free_port
 from streamscale.settings import Settings
@@ -188,7 +188,7 @@ def test_lost_broker_raises_delivery_error(tmp_path: Path, timestamped: bool) ->
                     embedded.stop(data_dir)  # the broker goes away mid-run
                 yield ("lost", str(i), "v", 1_767_225_600_000 + i if timestamped else 0, True)
 
-        with pytest.raises(DeliveryError, match="not delivered|unacknowledged"):
+        with pytest.raises(DeliveryError, match=r"not delivered|unacknowledged"):
             produce(
                 settings,
                 records(),

@@ -20,7 +20,7 @@ def test_json_one_object_per_policy() -> None:
     assert len(lines) == 1
     figures = json.loads(lines[0])
     assert figures["policy"] == "fixed:2"
-    assert KEYS <= figures.keys()
+    assert figures.keys() >= KEYS
     assert figures["actions"] == 0
 
 

@@ -1,0 +1,387 @@
+"""Game sessions: frames joined with their approvals within 3 s, hits decoded, per-machine sessions.
+
+Input: ``GAME-FRAME-RQ`` (frames) and ``GAME-FRAME-RS`` (approvals, byte-identical), both keyed
+by the frame header ``{ts, machine, zone}`` (formats in :mod:`.hits`). Output: ``SESSIONS``,
+one JSON record per closed session keyed by the machine id::
+
+    {"machine":"123456","zone":"EU","game":"NeonBrawl","start":1767225600000,
+     "end":1767225632000,"firstTs":1767225600000,"lastTs":1767225602000,"frames":3,
+     "hits":7,"totalImpact":812,"maxImpact":201,
+     "impactTypes":{"Fatal":0,"Critical":1,"Special":0,"Direct":4,"Missed":2},
+     "directions":{"UP":3,"DOWN":1,"RIGHT":2,"LEFT":1}}
+
+``start``/``end`` are the session window (``end`` = last frame + gap), ``firstTs``/``lastTs``
+the first and last frame's ``ts``; all epoch milliseconds.
+
+One streaming query, all in Spark SQL (no Python UDF), one checkpoint:
+
+1. Parse both sides; bad records (null or non-JSON key, wrong types, missing fields, invalid
+   values) go to ``game-sessions-dlq``. Each hit of a frame is checked with the codec's SQL
+   (:func:`.hits.sql_hit_error`); a frame with undecodable hits is dead-lettered once (its
+   original bytes, the hits and reasons in ``error.detail``), and its other hits go on.
+2. Event time: a frame's ``ts``; an approval's Kafka timestamp. Both sides carry a watermark
+   (``watermark_delay_s``). A full outer stream-stream join on the header with
+   ``approval time BETWEEN ts AND ts + approval_window_s`` (3 s) pairs them; frames whose
+   approval is missing or later are "unapproved" (filtered) and approvals without a frame in
+   time are "late approvals", both counted once the watermark passes them.
+3. Approved frames' hits are exploded and decoded (:func:`.hits.sql_hit_columns`) and
+   aggregated per machine in ``session_window(ts, session_gap_s)`` (30 s).
+
+Output mode is **append**: a session is written once, when the watermark passes its end (last
+frame + gap + watermark delay after the newest event), never updated. So a session is
+emitted about 40 s (event time) after its last frame by default, and sessions still open when
+an ``--available-now`` run ends stay in the state store (RocksDB, changelog checkpointing)
+and continue in the next run.
+
+Counts (observed metrics in each batch's progress, :func:`batch_counts`): frames in = frames
+dead-lettered + approved + unapproved (+ frames still waiting in the join state); approvals
+in = approvals dead-lettered + approved + late approvals (+ waiting); hits of approved frames
+= hits decoded + hits undecodable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from streamscale.pipelines import deadletter as dl
+from streamscale.pipelines import hits as codec
+from streamscale.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+NAME: Final = "game-sessions"
+
+KEY_SCHEMA: Final = "ts BIGINT, machine STRING, zone STRING, _corrupt STRING"
+BODY_SCHEMA: Final = "game STRING, hits ARRAY<STRING>, _corrupt STRING"
+KEY_FIELDS: Final = {
+    "ts": "epoch milliseconds",
+    "machine": "a 6-digit string",
+    "zone": "EU|US|ZG|AU",
+}
+BODY_FIELDS: Final = {"game": "a game name", "hits": "a list of hit strings"}
+
+OBSERVATIONS: Final = ("frames_dlq", "approvals_dlq", "hits_dlq", "join")
+
+
+@dataclass(frozen=True)
+class GameTopics:
+    """The topics of the pipeline (defaults: the catalog of :mod:`.topics`)."""
+
+    requests: str = "GAME-FRAME-RQ"
+    approvals: str = "GAME-FRAME-RS"
+    output: str = "SESSIONS"
+    dlq: str = dl.dlq_topic(NAME)
+
+
+def _in(expr: str, values: tuple[str, ...]) -> str:
+    return f"{expr} IN ({', '.join(dl.sql_str(v) for v in values)})"
+
+
+def _header_checks() -> tuple[str, str]:
+    """(error, detail) SQL of a frame key parsed into ``k``."""
+    text = "CAST(key AS STRING)"
+    error = dl.json_error_sql(text, "k", KEY_FIELDS, null_error=dl.NULL_KEY)
+    detail = dl.json_detail_sql(text, "k", KEY_FIELDS, "frame key")
+    invalid = (
+        f"k.ts < 0 OR NOT (k.machine RLIKE '^[0-9]{{{codec.MACHINE_ID_DIGITS}}}$') "
+        f"OR NOT {_in('k.zone', codec.ZONES)}"
+    )
+    return (
+        f"CASE WHEN ({error}) IS NOT NULL THEN ({error}) "
+        f"WHEN {invalid} THEN '{dl.INVALID_VALUE}' END",
+        f"CASE WHEN ({error}) IS NOT NULL THEN ({detail}) "
+        f"WHEN {invalid} THEN 'frame key: ts negative, machine not 6 digits or unknown zone' END",
+    )
+
+
+def parse_requests(df: DataFrame) -> DataFrame:
+    """Frame records → header, body, checked hits, ``error``/``detail`` (NULL: usable)."""
+    from pyspark.sql import functions as F
+
+    key_error, key_detail = _header_checks()
+    text = "CAST(value AS STRING)"
+    body_error = dl.json_error_sql(text, "b", BODY_FIELDS)
+    body_detail = dl.json_detail_sql(text, "b", BODY_FIELDS, "frame body")
+    lo, hi = codec.HITS_PER_FRAME_MIN, codec.HITS_PER_FRAME_MAX
+    body_invalid = f"NOT {_in('b.game', codec.GAMES)} OR size(b.hits) NOT BETWEEN {lo} AND {hi}"
+    error = (
+        f"CASE WHEN ({key_error}) IS NOT NULL THEN ({key_error}) "
+        f"WHEN ({body_error}) IS NOT NULL THEN ({body_error}) "
+        f"WHEN {body_invalid} THEN '{dl.INVALID_VALUE}' END"
+    )
+    detail = (
+        f"CASE WHEN ({key_error}) IS NOT NULL THEN ({key_detail}) "
+        f"WHEN ({body_error}) IS NOT NULL THEN ({body_detail}) "
+        f"WHEN {body_invalid} THEN 'frame body: unknown game or not {lo}-{hi} hits' END"
+    )
+    checked = (
+        "transform(b.hits, (h, i) -> named_struct('hit', h, 'i', i, "
+        f"'reason', {codec.sql_hit_error('h')}))"
+    )
+    parsed = df.select(
+        "*",
+        F.from_json(F.expr("CAST(key AS STRING)"), KEY_SCHEMA).alias("k"),
+        F.from_json(F.expr(text), BODY_SCHEMA).alias("b"),
+    )
+    return parsed.select(
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        F.col("k.ts").alias("ts"),
+        F.col("k.machine").alias("machine"),
+        F.col("k.zone").alias("zone"),
+        F.col("b.game").alias("game"),
+        F.expr(checked).alias("checked"),
+        F.expr(error).alias("error"),
+        F.expr(detail).alias("detail"),
+    ).select(
+        "*",
+        F.expr("transform(filter(checked, x -> x.reason IS NULL), x -> x.hit)").alias("good"),
+        F.expr("filter(checked, x -> x.reason IS NOT NULL)").alias("bad"),
+    )
+
+
+def parse_approvals(df: DataFrame) -> DataFrame:
+    """Approval records → header, approval time, ``error``/``detail`` (the body is not read:
+    it is byte-identical to the frame's)."""
+    from pyspark.sql import functions as F
+
+    key_error, key_detail = _header_checks()
+    parsed = df.select("*", F.from_json(F.expr("CAST(key AS STRING)"), KEY_SCHEMA).alias("k"))
+    return parsed.select(
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        F.col("k.ts").alias("ts"),
+        F.col("k.machine").alias("machine"),
+        F.col("k.zone").alias("zone"),
+        F.expr(key_error).alias("error"),
+        F.expr(key_detail).alias("detail"),
+    )
+
+
+def _counts_by_error(name: str, df: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return df.observe(
+        name,
+        F.count(F.lit(1)).alias("records"),
+        *(F.count(F.when(F.col("error") == e, 1)).alias(e) for e in dl.ERRORS),
+    )
+
+
+def _shared(df: DataFrame, *keys: str) -> DataFrame:
+    """``df`` hash-partitioned by ``keys``, behind an optimizer barrier.
+
+    Branch filters must not be pushed below the shuffle, or each branch gets its own shuffle
+    and its own source scan: a filter is never pushed through a projection holding a
+    non-deterministic expression, so one (``spark_partition_id()``, free) is kept above it.
+    """
+    from pyspark.sql import functions as F
+
+    return (
+        df.repartition(*keys)
+        .withColumn("_task", F.spark_partition_id())
+        .where(F.col("_task") >= 0)
+        .drop("_task")
+    )
+
+
+def session_rows(approved_hits: DataFrame, gap: str, output_topic: str) -> DataFrame:
+    """Exploded approved hits → one sink row per session (``key, value, topic, headers``)."""
+    from pyspark.sql import functions as F
+
+    decoded = codec.sql_hit_columns("hit")
+
+    def count_of(field: str, value: str) -> Any:
+        return F.count(F.when(F.expr(decoded[field]) == value, 1)).alias(value)
+
+    sessions = approved_hits.groupBy(F.session_window("et", gap), "machine").agg(
+        F.max_by("zone", "ts").alias("zone"),
+        F.max_by("game", "ts").alias("game"),
+        F.min("ts").alias("firstTs"),
+        F.max("ts").alias("lastTs"),
+        F.count(F.when(F.col("pos") == 0, 1)).alias("frames"),
+        F.count("hit").alias("hits"),
+        F.coalesce(F.sum(F.expr(decoded["impact"])), F.lit(0)).alias("totalImpact"),
+        F.max(F.expr(decoded["impact"])).alias("maxImpact"),
+        F.struct(*(count_of("impactType", t) for t in codec.IMPACT_TYPE_CODES)).alias(
+            "impactTypes"
+        ),
+        F.struct(*(count_of("direction", d) for d in codec.DIRECTION_CODES)).alias("directions"),
+    )
+    value = F.to_json(
+        F.struct(
+            "machine",
+            "zone",
+            "game",
+            F.expr("unix_millis(session_window.start)").alias("start"),
+            F.expr("unix_millis(session_window.end)").alias("end"),
+            "firstTs",
+            "lastTs",
+            "frames",
+            "hits",
+            "totalImpact",
+            "maxImpact",
+            "impactTypes",
+            "directions",
+        )
+    )
+    return sessions.select(
+        F.col("machine").cast("binary").alias("key"),
+        value.alias("value"),
+        F.lit(output_topic).alias("topic"),
+        dl.no_headers().alias("headers"),
+    )
+
+
+class GameSessions:
+    """The game-sessions query: build with the settings, :meth:`start`."""
+
+    name = NAME
+
+    def __init__(
+        self, settings: Settings, checkpoint: str, topics: GameTopics | None = None
+    ) -> None:
+        self.settings = settings
+        self.checkpoint = checkpoint
+        self.topics = topics or GameTopics()
+
+    def _source(self, spark: SparkSession, topic: str) -> DataFrame:
+        return (
+            spark.readStream.format("streamscale-kafka")
+            .options(**self.settings.source_options())
+            .option("subscribe", topic)
+            .option("startingOffsets", self.settings.starting_offsets)
+            .option("queryName", self.name)
+            .load()
+        )
+
+    def rows(self, spark: SparkSession) -> DataFrame:
+        """The sink rows: sessions and dead letters, one streaming DataFrame."""
+        from pyspark.sql import functions as F
+
+        s = self.settings
+        delay = f"{int(s.watermark_delay_s * 1000)} milliseconds"
+        window = f"{int(s.approval_window_s * 1000)} milliseconds"
+        gap = f"{int(s.session_gap_s * 1000)} milliseconds"
+        dlq = self.topics.dlq
+
+        # Each input feeds two or three branches (dead letters, the join). Partitioned once by
+        # the header (the join needs that anyway), every branch reads the same shuffle
+        # (ReusedExchange) so the source is read from Kafka once per batch.
+        requests = _shared(
+            parse_requests(self._source(spark, self.topics.requests)), "ts", "machine", "zone"
+        )
+        approvals = _shared(
+            parse_approvals(self._source(spark, self.topics.approvals)), "ts", "machine", "zone"
+        )
+
+        bad_frames = _counts_by_error("frames_dlq", requests.where("error IS NOT NULL"))
+        bad_approvals = _counts_by_error("approvals_dlq", approvals.where("error IS NOT NULL"))
+        bad_hits = (
+            requests.where("error IS NULL AND size(bad) > 0")
+            .withColumn("error", F.lit(dl.UNDECODABLE_HIT))
+            .withColumn(
+                "detail",
+                F.expr(
+                    "concat('undecodable hit(s): ', concat_ws(', ', transform(bad, "
+                    "x -> concat('hit ', x.i, ' ', coalesce(x.hit, 'null'), ' (', x.reason, ')'))))"
+                ),
+            )
+            .observe(
+                "hits_dlq",
+                F.count(F.lit(1)).alias("frames"),
+                F.sum(F.size("bad")).alias("hits"),
+            )
+        )
+
+        frames = (
+            requests.where("error IS NULL")
+            .select(
+                "ts",
+                "machine",
+                "zone",
+                "game",
+                "good",
+                F.size("bad").alias("n_bad"),
+                F.timestamp_millis("ts").alias("et"),
+            )
+            .withWatermark("et", delay)
+        )
+        oks = (
+            approvals.where("error IS NULL")
+            .select(
+                F.col("ts").alias("a_ts"),
+                F.col("machine").alias("a_machine"),
+                F.col("zone").alias("a_zone"),
+                F.col("timestamp").alias("a_et"),
+            )
+            .withWatermark("a_et", delay)
+        )
+        joined = frames.join(
+            oks,
+            F.expr(
+                "ts = a_ts AND machine = a_machine AND zone = a_zone "
+                f"AND a_et BETWEEN et AND et + INTERVAL {window}"
+            ),
+            "full_outer",
+        ).observe(
+            "join",
+            F.count(F.when(F.col("ts").isNotNull() & F.col("a_ts").isNotNull(), 1)).alias(
+                "approved"
+            ),
+            F.count(F.when(F.col("a_ts").isNull(), 1)).alias("unapproved"),
+            F.count(F.when(F.col("ts").isNull(), 1)).alias("late_approvals"),
+            F.coalesce(F.sum(F.when(F.col("a_ts").isNotNull(), F.size("good"))), F.lit(0)).alias(
+                "hits"
+            ),
+            F.coalesce(F.sum(F.when(F.col("a_ts").isNotNull(), F.col("n_bad"))), F.lit(0)).alias(
+                "hits_undecodable"
+            ),
+        )
+        approved = joined.where("ts IS NOT NULL AND a_ts IS NOT NULL").select(
+            "machine", "zone", "game", "ts", "et", F.posexplode_outer("good").alias("pos", "hit")
+        )
+        return (
+            session_rows(approved, gap, self.topics.output)
+            .unionByName(dl.dead_letters(bad_frames, dlq))
+            .unionByName(dl.dead_letters(bad_approvals, dlq))
+            .unionByName(dl.dead_letters(bad_hits, dlq))
+        )
+
+    def start(self, spark: SparkSession, trigger: Mapping[str, Any]) -> StreamingQuery:
+        """Start the query (``trigger`` as for ``DataStreamWriter.trigger``)."""
+        return (
+            self.rows(spark)
+            .writeStream.queryName(self.name)
+            .format("streamscale-kafka")
+            .options(**self.settings.source_options())
+            .outputMode("append")
+            .option("checkpointLocation", self.checkpoint)
+            .trigger(**trigger)
+            .start()
+        )
+
+
+def batch_counts(progress: Any) -> dict[str, int]:
+    """The pipeline's counts in one progress (``StreamingQueryProgress``), flattened:
+    ``frames_dlq.records``, ``join.approved``, ``hits_dlq.hits``... (missing ones are 0)."""
+    out: dict[str, int] = {}
+    observed = getattr(progress, "observedMetrics", None) or {}
+    for name in OBSERVATIONS:
+        row = observed.get(name)
+        if row is None:
+            continue
+        for key, value in row.asDict().items():
+            out[f"{name}.{key}"] = int(value or 0)
+    return out

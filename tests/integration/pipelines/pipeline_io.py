@@ -1,0 +1,87 @@
+"""Helpers of the pipeline tests: produce exact records, read a topic to its end."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CTP
+
+from streamscale.kafka.admin import KafkaAdmin
+from streamscale.kafka.client import producer_config
+from streamscale.kafka.offsets import TopicPartition
+from streamscale.settings import Settings
+
+# (key, value, timestamp ms, partition or None for the default partitioner)
+Out = tuple[str | bytes | None, str | bytes | None, int, int | None]
+
+
+@dataclass(frozen=True)
+class Consumed:
+    """One record read back, with its headers as a dict."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: dict[str, bytes]
+    partition: int
+    offset: int
+
+    def header(self, name: str) -> str:
+        return self.headers[name].decode()
+
+
+def produce(settings: Settings, topic: str, records: Sequence[Out]) -> list[tuple[int, int]]:
+    """Produce ``records`` in order (acks=all); return their (partition, offset)."""
+    acked: list[tuple[int, int]] = []
+    errors: list[str] = []
+
+    def report(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            acked.append((msg.partition(), msg.offset()))
+
+    producer = Producer(
+        producer_config(settings.kafka_config(), on_delivery=report, **{"linger.ms": 0})
+    )
+    for key, value, ts, partition in records:
+        kwargs: dict[str, Any] = {"timestamp": ts}
+        if partition is not None:
+            kwargs["partition"] = partition
+        producer.produce(topic, value=value, key=key, **kwargs)
+        producer.flush(10)  # one at a time: the log order is the list order
+    assert producer.flush(30) == 0
+    assert not errors, errors
+    return acked
+
+
+def consume_all(settings: Settings, topic: str, partitions: int) -> list[Consumed]:
+    """Every record of ``topic`` up to its true end offsets, in (partition, offset) order."""
+    admin = KafkaAdmin(settings.kafka_config(), settings.end_offsets_method)
+    ends = admin.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+    admin.close()
+    want = sum(ends.values())
+    consumer = Consumer(
+        {**settings.kafka_config(), "group.id": "verify", "enable.auto.commit": False}
+    )
+    consumer.assign([CTP(topic, p, 0) for p in range(partitions)])
+    out: list[Consumed] = []
+    deadline = time.monotonic() + 60
+    while len(out) < want and time.monotonic() < deadline:
+        for msg in consumer.consume(10000, 0.5):
+            assert msg.error() is None, msg.error()
+            out.append(
+                Consumed(
+                    msg.key(),
+                    msg.value(),
+                    dict(msg.headers() or []),
+                    msg.partition(),
+                    msg.offset(),
+                )
+            )
+    consumer.close()
+    assert len(out) == want
+    return sorted(out, key=lambda c: (c.partition, c.offset))

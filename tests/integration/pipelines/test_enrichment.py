@@ -1,0 +1,126 @@
+"""Purchase enrichment end to end: known answers, table semantics, restart from checkpoint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pipeline_io import consume_all, produce
+
+from streamscale.pipelines.enrichment import REF_UNKNOWN, Enrichment, EnrichmentTopics
+from streamscale.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+def purchase(tx: str, pid: int, price: str, ts: int) -> tuple[str, str, int, None]:
+    return (tx, f'{{"id":{pid},"price":{price}}}', ts, None)
+
+
+def product(pid: int, name: str | None, ts: int) -> tuple[str, str | None, int, None]:
+    value = None if name is None else json.dumps({"id": pid, "name": name})
+    return (str(pid), value, ts, None)
+
+
+def run(spark: Any, pipeline: Enrichment) -> None:
+    query = pipeline.start(spark, {"availableNow": True})
+    query.awaitTermination(300)
+    assert query.exception() is None, query.exception()
+
+
+def enriched(settings: Settings, topic: str) -> dict[str, dict[str, Any]]:
+    out = {}
+    for record in consume_all(settings, topic, 2):
+        assert record.key is not None
+        out[record.key.decode()] = json.loads(record.value or b"")
+    return out
+
+
+def test_table_semantics_and_restart_keep_every_name(
+    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path
+) -> None:
+    topics = EnrichmentTopics(
+        purchases=topic_factory(2, "achats"),
+        referential=topic_factory(2, "referentiel", {"cleanup.policy": "compact"}),
+        output=topic_factory(2, "enrichis"),
+        dlq=topic_factory(1, "dlq"),
+    )
+    produce(
+        settings,
+        topics.referential,
+        [
+            product(1, "Amber Kettle 1", T0),
+            product(2, "Brisk Drum 2", T0),
+            product(3, "Cobalt Oar 3", T0),
+            product(2, "Brisk Drum 2 v2", T0 + 20),  # rename, between t1 and t2
+            product(3, None, T0 + 20),  # tombstone, between t3 and t4
+        ],
+    )
+    produce(
+        settings,
+        topics.purchases,
+        [
+            purchase("t1", 2, "10.00", T0 + 10),  # before the rename: old name
+            purchase("t2", 2, "11.50", T0 + 30),  # after it: new name
+            purchase("t3", 3, "5", T0 + 10),  # before the tombstone: known
+            purchase("t4", 3, "5.25", T0 + 30),  # after it: unknown
+            purchase("t5", 99, "1.99", T0 + 10),  # never in the referential
+            purchase("t6", 2, "999.99", T0 + 20),  # same timestamp as the rename: renamed
+        ],
+    )
+    first = Enrichment(settings, str(checkpoint), topics)
+    run(spark, first)
+
+    out = enriched(settings, topics.output)
+    assert out == {
+        "t1": {"id": 2, "name": "Brisk Drum 2", "price": 10.0},
+        "t2": {"id": 2, "name": "Brisk Drum 2 v2", "price": 11.5},
+        "t3": {"id": 3, "name": "Cobalt Oar 3", "price": 5.0},
+        "t4": {"id": 3, "name": REF_UNKNOWN, "price": 5.25},
+        "t5": {"id": 99, "name": REF_UNKNOWN, "price": 1.99},
+        "t6": {"id": 2, "name": "Brisk Drum 2 v2", "price": 999.99},
+    }
+    raw = {r.key: r.value for r in consume_all(settings, topics.output, 2)}
+    assert raw[b"t3"] == b'{"id":3,"name":"Cobalt Oar 3","price":5.00}'  # DECIMAL(10,2)
+    totals = sum_counts(first)
+    assert totals["purchases"] == 6 and totals["enriched"] == 6 and totals["unknown"] == 2
+    assert totals["referential"] == 5 and totals["referential_applied"] == 5
+    assert first.table.names == {1: "Amber Kettle 1", 2: "Brisk Drum 2 v2"}
+
+    # Restart from the checkpoint in a fresh pipeline object: the table is rebuilt from the
+    # compacted topic; later updates and purchases continue from it.
+    produce(settings, topics.referential, [product(1, "Amber Kettle 1 v2", T0 + 50)])
+    produce(
+        settings,
+        topics.purchases,
+        [
+            purchase("t7", 2, "3.00", T0 + 40),  # renamed in the first run
+            purchase("t8", 3, "3.00", T0 + 40),  # deleted in the first run
+            purchase("t9", 1, "3.00", T0 + 40),  # before its second rename
+            purchase("t10", 1, "3.00", T0 + 60),  # after it
+        ],
+    )
+    second = Enrichment(settings, str(checkpoint), topics)
+    run(spark, second)
+    out = enriched(settings, topics.output)
+    assert len(out) == 10
+    assert {k: out[k]["name"] for k in ("t7", "t8", "t9", "t10")} == {
+        "t7": "Brisk Drum 2 v2",
+        "t8": REF_UNKNOWN,
+        "t9": "Amber Kettle 1",
+        "t10": "Amber Kettle 1 v2",
+    }
+    assert sum_counts(second)["purchases"] == 4
+    assert consume_all(settings, topics.dlq, 1) == []
+
+
+def sum_counts(pipeline: Enrichment) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for counts in pipeline.counts.values():
+        for key, value in counts.as_dict().items():
+            totals[key] = totals.get(key, 0) + value
+    return totals

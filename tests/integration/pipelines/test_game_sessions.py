@@ -1,0 +1,135 @@
+"""Game sessions end to end: approvals within 3 s, decoded hits, session gaps, restart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pipeline_io import consume_all, produce
+
+from streamscale.pipelines import hits as codec
+from streamscale.pipelines.game_sessions import GameSessions, GameTopics, batch_counts
+from streamscale.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+A, B, C = ("100001", "EU", "NeonBrawl"), ("200002", "US", "IronFist"), ("300003", "AU", "SkyRonin")
+
+
+def hit(impact: int, key: str, direction: str, kind: str, game: str) -> str:
+    return codec.encode_hit(codec.Hit(impact, key, direction, kind, "Pro", game))  # type: ignore[arg-type]
+
+
+def frame(
+    machine: tuple[str, str, str], ts: int, hits: list[str], approval_ms: int | None
+) -> tuple[list[Any], list[Any]]:
+    """The request and (if ``approval_ms`` is not None) its approval ``approval_ms`` later."""
+    mid, zone, game = machine
+    key = codec.header_json(codec.FrameHeader(ts, mid, zone))  # type: ignore[arg-type]
+    value = codec.body_json(codec.FrameBody(game, tuple(hits)))
+    request = [(key, value, ts, None)]
+    approval = [] if approval_ms is None else [(key, value, ts + approval_ms, None)]
+    return request, approval
+
+
+def run(spark: Any, pipeline: GameSessions) -> dict[str, int]:
+    query = pipeline.start(spark, {"availableNow": True})
+    query.awaitTermination(300)
+    assert query.exception() is None, query.exception()
+    totals: dict[str, int] = {}
+    for progress in query.recentProgress:
+        for key, value in batch_counts(progress).items():
+            totals[key] = totals.get(key, 0) + value
+    return totals
+
+
+def sessions(settings: Settings, topic: str) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for record in consume_all(settings, topic, 2):
+        assert record.key is not None and record.value is not None
+        out.append((record.key.decode(), json.loads(record.value)))
+    return sorted(out, key=lambda kv: (kv[0], kv[1]["start"]))
+
+
+def test_sessions_join_within_3s_split_on_gap_and_survive_restart(
+    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path
+) -> None:
+    topics = GameTopics(
+        requests=topic_factory(2, "rq"),
+        approvals=topic_factory(2, "rs"),
+        output=topic_factory(2, "sessions"),
+        dlq=topic_factory(1, "gdlq"),
+    )
+    g = A[2]
+    frames = [
+        frame(A, T0 + 1000, [hit(100, "X", "UP", "Direct", g), hit(50, "O", "LEFT", "Fatal", g)], 500),
+        frame(A, T0 + 2000, [hit(200, "X", "DOWN", "Missed", g)], 2000),
+        frame(A, T0 + 3000, [hit(209, "X", "UP", "Fatal", g)], 3500),  # approved too late
+        frame(A, T0 + 4000, [hit(209, "X", "UP", "Fatal", g)], None),  # never approved
+        # one good hit, two undecodable ones (dead-lettered, the good one counts)
+        frame(A, T0 + 5000, [hit(60, "O", "RIGHT", "Critical", g), "ZZ114101", "2A1141"], 100),
+        frame(A, T0 + 50_000, [hit(42, "X", "UP", "Direct", g)], 1000),  # 45 s later: new session
+        frame(B, T0 + 50_000, [hit(70, "O", "DOWN", "Special", B[2])], 0),
+    ]  # fmt: skip
+    produce(settings, topics.requests, [r for rq, _ in frames for r in rq])
+    produce(settings, topics.approvals, [r for _, rs in frames for r in rs])
+
+    first = run(spark, GameSessions(settings, str(checkpoint), topics))
+    # Watermark: min over inputs of (newest event - 10 s) = T0 + 40 s: only A's first session
+    # (ends T0 + 5 s + 30 s gap) is closed and written.
+    out = sessions(settings, topics.output)
+    assert [k for k, _ in out] == [A[0]]
+    assert out[0][1] == {
+        "machine": A[0],
+        "zone": A[1],
+        "game": g,
+        "start": T0 + 1000,
+        "end": T0 + 35_000,
+        "firstTs": T0 + 1000,
+        "lastTs": T0 + 5000,
+        "frames": 3,
+        "hits": 4,
+        "totalImpact": 410,
+        "maxImpact": 200,
+        "impactTypes": {"Fatal": 1, "Critical": 1, "Special": 0, "Direct": 1, "Missed": 1},
+        "directions": {"UP": 1, "DOWN": 1, "RIGHT": 1, "LEFT": 1},
+    }
+    dead = consume_all(settings, topics.dlq, 1)
+    assert len(dead) == 1
+    assert dead[0].header("error") == "undecodable_hit"
+    assert "ZZ114101 (hex)" in dead[0].header("error.detail")
+    assert "2A1141 (length)" in dead[0].header("error.detail")
+    assert dead[0].header("source.topic") == topics.requests
+
+    # Restart: A's second session continues with a frame of the next run; a far frame of C
+    # moves the watermark past every open session.
+    later = [
+        frame(A, T0 + 60_000, [hit(80, "X", "RIGHT", "Missed", g)], 200),
+        frame(C, T0 + 200_000, [hit(99, "O", "UP", "Direct", C[2])], 100),
+    ]
+    produce(settings, topics.requests, [r for rq, _ in later for r in rq])
+    produce(settings, topics.approvals, [r for _, rs in later for r in rs])
+    second = run(spark, GameSessions(settings, str(checkpoint), topics))
+
+    out = sessions(settings, topics.output)
+    assert [(k, v["start"], v["frames"]) for k, v in out] == [
+        (A[0], T0 + 1000, 3),
+        (A[0], T0 + 50_000, 2),  # one session across the restart
+        (B[0], T0 + 50_000, 1),
+    ]
+    a2 = out[1][1]
+    assert (a2["firstTs"], a2["lastTs"], a2["end"]) == (T0 + 50_000, T0 + 60_000, T0 + 90_000)
+    assert (a2["hits"], a2["totalImpact"], a2["maxImpact"]) == (2, 122, 80)
+
+    # Counts reconcile: 9 frames = 7 approved + 2 unapproved; 8 approvals = 7 + 1 late;
+    # hits of approved frames = decoded + undecodable.
+    total = {k: first.get(k, 0) + second.get(k, 0) for k in first.keys() | second.keys()}
+    assert total["join.approved"] == 7
+    assert total["join.unapproved"] == 2
+    assert total["join.late_approvals"] == 1
+    assert total["join.hits"] == 8 and total["join.hits_undecodable"] == 2
+    assert total["hits_dlq.frames"] == 1 and total["hits_dlq.hits"] == 2
+    assert total["frames_dlq.records"] == 0 and total["approvals_dlq.records"] == 0
