@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from streamscale.cli import broker, cluster, generate, lag, simulate, topics
+from streamscale.cli import broker, cluster, generate, lag, run, simulate, topics
 from streamscale.settings import env_help
 
 app = typer.Typer(
@@ -20,6 +20,7 @@ app.command("lag")(lag.lag)
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(generate.app, name="generate")
 app.command("simulate")(simulate.simulate)
+app.command("run")(run.run)
 
 
 if __name__ == "__main__":

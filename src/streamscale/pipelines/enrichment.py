@@ -348,6 +348,14 @@ class Enrichment:
             .start()
         )
 
+    def batch_counts(self, progress: Any) -> dict[str, int]:
+        """The counts of the batch that ``progress`` (a ``StreamingQueryProgress``) reports."""
+        batch_id = getattr(progress, "batchId", None)
+        if batch_id is None and isinstance(progress, Mapping):
+            batch_id = progress.get("batchId")
+        counts = self.counts.get(int(batch_id)) if batch_id is not None else None
+        return counts.as_dict() if counts is not None else {}
+
     # one micro-batch -------------------------------------------------------------------------
     def process_batch(self, batch: DataFrame, batch_id: int) -> None:
         """Apply the batch's referential, enrich its purchases, write output and dead letters."""
@@ -361,8 +369,11 @@ class Enrichment:
             counts = BatchCounts()
             errors: Counter[str] = Counter()
 
-            # The referential side: parsed once (cached), its valid rows go to the driver.
-            ref = parse_referential(batch.where(F.col("src") == "r")).cache()
+            # The batch is an RDD over both sources: persisted, it is read from Kafka once for
+            # the two jobs below (the referential's, then the purchases').
+            batch = batch.persist()
+            # The referential side: parsed in the JVM, its valid rows go to the driver.
+            ref = parse_referential(batch.where(F.col("src") == "r"))
             try:
                 good: list[tuple[int, Version]] = []
                 columns = ("pid", "partition", "offset", "ts_ms", "name", "deleted", "error")
@@ -398,7 +409,7 @@ class Enrichment:
                 written = write_kafka(rows, self.settings.source_options())
                 metrics = observation.get
             finally:
-                ref.unpersist()
+                batch.unpersist()
 
             counts.enriched = int(metrics.get("enriched", 0))
             counts.unknown = int(metrics.get("unknown", 0))
@@ -431,6 +442,7 @@ class Enrichment:
                 }
             )
             new = spark.createDataFrame(frame, "id BIGINT, name STRING").cache()
+            new.count()  # materialized: its real size lets the planner broadcast it
             if self._table_df is not None:
                 self._table_df.unpersist()
             self._table_df = new

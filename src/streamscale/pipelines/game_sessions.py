@@ -133,6 +133,7 @@ def parse_requests(df: DataFrame) -> DataFrame:
         "topic",
         "partition",
         "offset",
+        "timestamp",
         F.col("k.ts").alias("ts"),
         F.col("k.machine").alias("machine"),
         F.col("k.zone").alias("zone"),
@@ -180,20 +181,18 @@ def _counts_by_error(name: str, df: DataFrame) -> DataFrame:
 
 
 def _shared(df: DataFrame, *keys: str) -> DataFrame:
-    """``df`` hash-partitioned by ``keys``, behind an optimizer barrier.
+    """``df`` hash-partitioned by ``keys``, behind an optimizer barrier, for several branches.
 
-    Branch filters must not be pushed below the shuffle, or each branch gets its own shuffle
-    and its own source scan: a filter is never pushed through a projection holding a
-    non-deterministic expression, so one (``spark_partition_id()``, free) is kept above it.
+    A source read by several branches of a streaming plan is read once per branch; a shuffle
+    that the branches share is computed once (ReusedExchange). They share it only if the
+    optimizer leaves the subtree below it identical: the guard is a non-deterministic filter
+    (so branch filters are not pushed below it) that references every column (so column
+    pruning gives every branch the same columns). Its second term is never evaluated.
     """
     from pyspark.sql import functions as F
 
-    return (
-        df.repartition(*keys)
-        .withColumn("_task", F.spark_partition_id())
-        .where(F.col("_task") >= 0)
-        .drop("_task")
-    )
+    guard = (F.spark_partition_id() >= 0) | (F.xxhash64(*df.columns) == 0)
+    return df.repartition(*keys).where(guard)
 
 
 def session_rows(approved_hits: DataFrame, gap: str, output_topic: str) -> DataFrame:
@@ -276,14 +275,27 @@ class GameSessions:
         gap = f"{int(s.session_gap_s * 1000)} milliseconds"
         dlq = self.topics.dlq
 
-        # Each input feeds two or three branches (dead letters, the join). Partitioned once by
-        # the header (the join needs that anyway), every branch reads the same shuffle
-        # (ReusedExchange) so the source is read from Kafka once per batch.
+        # Each input feeds two or three branches (dead letters, the join): partitioned once by
+        # the header, which the join needs anyway, and read from Kafka once (see _shared).
+        # Event time: a frame's ts (its Kafka timestamp if the key is unusable), an
+        # approval's Kafka timestamp.
         requests = _shared(
-            parse_requests(self._source(spark, self.topics.requests)), "ts", "machine", "zone"
+            parse_requests(self._source(spark, self.topics.requests))
+            .withColumn("et", F.coalesce(F.timestamp_millis("ts"), F.col("timestamp")))
+            .withWatermark("et", delay),
+            "ts",
+            "machine",
+            "zone",
         )
         approvals = _shared(
-            parse_approvals(self._source(spark, self.topics.approvals)), "ts", "machine", "zone"
+            parse_approvals(self._source(spark, self.topics.approvals))
+            .withColumnsRenamed(
+                {"ts": "a_ts", "machine": "a_machine", "zone": "a_zone", "timestamp": "a_et"}
+            )
+            .withWatermark("a_et", delay),
+            "a_ts",
+            "a_machine",
+            "a_zone",
         )
 
         bad_frames = _counts_by_error("frames_dlq", requests.where("error IS NOT NULL"))
@@ -305,29 +317,10 @@ class GameSessions:
             )
         )
 
-        frames = (
-            requests.where("error IS NULL")
-            .select(
-                "ts",
-                "machine",
-                "zone",
-                "game",
-                "good",
-                F.size("bad").alias("n_bad"),
-                F.timestamp_millis("ts").alias("et"),
-            )
-            .withWatermark("et", delay)
+        frames = requests.where("error IS NULL").select(
+            "ts", "machine", "zone", "game", "good", F.size("bad").alias("n_bad"), "et"
         )
-        oks = (
-            approvals.where("error IS NULL")
-            .select(
-                F.col("ts").alias("a_ts"),
-                F.col("machine").alias("a_machine"),
-                F.col("zone").alias("a_zone"),
-                F.col("timestamp").alias("a_et"),
-            )
-            .withWatermark("a_et", delay)
-        )
+        oks = approvals.where("error IS NULL").select("a_ts", "a_machine", "a_zone", "a_et")
         joined = frames.join(
             oks,
             F.expr(
@@ -372,16 +365,24 @@ class GameSessions:
             .start()
         )
 
+    def batch_counts(self, progress: Any) -> dict[str, int]:
+        """The pipeline's counts in ``progress`` (see :func:`batch_counts`)."""
+        return batch_counts(progress)
+
 
 def batch_counts(progress: Any) -> dict[str, int]:
     """The pipeline's counts in one progress (``StreamingQueryProgress``), flattened:
     ``frames_dlq.records``, ``join.approved``, ``hits_dlq.hits``... (missing ones are 0)."""
     out: dict[str, int] = {}
-    observed = getattr(progress, "observedMetrics", None) or {}
+    if isinstance(progress, Mapping):
+        observed = progress.get("observedMetrics") or {}
+    else:
+        observed = getattr(progress, "observedMetrics", None) or {}
     for name in OBSERVATIONS:
         row = observed.get(name)
         if row is None:
             continue
-        for key, value in row.asDict().items():
+        fields = row if isinstance(row, Mapping) else row.asDict()
+        for key, value in fields.items():
             out[f"{name}.{key}"] = int(value or 0)
     return out

@@ -1,0 +1,109 @@
+"""``streamscale run enrichment|game-sessions``: run a pipeline until Ctrl-C, or catch up and exit.
+
+Settings come, from strongest to weakest, from the command-line options, the environment
+(``STREAMSCALE_*``), then ``--config FILE``: a ``.env``-style file of ``STREAMSCALE_NAME=value``
+lines (the same names as the environment variables; ``#`` comments; an unknown
+``STREAMSCALE_`` name is an error). Example::
+
+    STREAMSCALE_BOOTSTRAP_SERVERS=kafka-1:9093,kafka-2:9093
+    STREAMSCALE_SECURITY_PROTOCOL=SASL_SSL
+    STREAMSCALE_SASL_MECHANISM=SCRAM-SHA-512
+    STREAMSCALE_SASL_USERNAME=enrichment
+    STREAMSCALE_SASL_PASSWORD=...
+    STREAMSCALE_CHECKPOINT_DIR=s3a://bucket/checkpoints
+    STREAMSCALE_MAX_OFFSETS_PER_TRIGGER=250000
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+
+from streamscale.settings import Settings
+
+
+class PipelineName(StrEnum):
+    """The pipelines ``run`` knows."""
+
+    enrichment = "enrichment"
+    game_sessions = "game-sessions"
+
+
+class StateStore(StrEnum):
+    """``--state-store`` choices."""
+
+    rocksdb = "rocksdb"
+    hdfs = "hdfs"
+
+
+def load(config: Path | None, **overrides: Any) -> Settings:
+    """Settings from options (non-None ``overrides``), environment, then ``config``."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if config is not None:
+        if not config.is_file():
+            raise ValueError(f"config file {config} does not exist")
+        return Settings(_env_file=config, **given)  # type: ignore[call-arg]
+    return Settings(**given)
+
+
+def run(
+    pipeline: PipelineName = typer.Argument(..., help="enrichment | game-sessions"),
+    config: Path | None = typer.Option(
+        None, "--config", help=".env-style file of STREAMSCALE_NAME=value lines"
+    ),
+    bootstrap: str | None = typer.Option(
+        None, "--bootstrap", help="Kafka bootstrap servers (STREAMSCALE_BOOTSTRAP_SERVERS)"
+    ),
+    checkpoint: str | None = typer.Option(
+        None,
+        "--checkpoint",
+        help="Checkpoint location (default: <STREAMSCALE_CHECKPOINT_DIR>/<pipeline>)",
+    ),
+    master: str | None = typer.Option(
+        None, "--master", help="Spark master (STREAMSCALE_SPARK_MASTER)"
+    ),
+    trigger_interval: float | None = typer.Option(
+        None, "--trigger-interval", help="Seconds between micro-batches (0: back to back)"
+    ),
+    max_offsets_per_trigger: int | None = typer.Option(
+        None, "--max-offsets-per-trigger", help="Records per micro-batch, all partitions"
+    ),
+    state_store: StateStore | None = typer.Option(
+        None, "--state-store", help="rocksdb (default) | hdfs"
+    ),
+    starting_offsets: str | None = typer.Option(
+        None, "--starting-offsets", help="earliest | latest: where a first run starts"
+    ),
+    available_now: bool = typer.Option(
+        False, "--available-now", help="Process what the topics hold now, then exit"
+    ),
+) -> None:
+    """Run a pipeline; print one line per batch; Ctrl-C or SIGTERM stops after the batch."""
+    from streamscale.pipelines.runner import run as run_pipeline
+
+    try:
+        settings = load(
+            config,
+            bootstrap_servers=bootstrap,
+            spark_master=master,
+            trigger_interval_s=trigger_interval,
+            max_offsets_per_trigger=max_offsets_per_trigger,
+            state_store=state_store.value if state_store else None,
+            starting_offsets=starting_offsets,
+        )
+    except (ValidationError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        totals = run_pipeline(
+            pipeline.value, settings, available_now=available_now, checkpoint=checkpoint
+        )
+    except Exception as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    summary = ", ".join(f"{k}={v:,}" for k, v in sorted(totals.items()) if v)
+    typer.echo(f"{pipeline.value}: stopped; totals: {summary or 'nothing processed'}")

@@ -1,0 +1,221 @@
+"""Running a pipeline query: build it from the settings, print each batch, stop cleanly.
+
+``streamscale run`` and the benchmark use :func:`run`; tests use the pipelines directly.
+Each committed batch prints one line: batch id, input rows, input and processing rates,
+records lag (end offsets minus processed offsets, summed over partitions) and the
+pipeline's own counts (output, dead letters, filtered). SIGINT or SIGTERM asks for a stop:
+the query is stopped once the current batch is committed (bounded wait), so nothing is
+replayed on the next start but that batch's sink output at most.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Protocol
+
+from streamscale.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+PIPELINE_NAMES = ("enrichment", "game-sessions")
+STOP_WAIT_S = 300.0  # longest wait for the current batch to commit after a stop request
+POLL_S = 0.5
+
+
+class Pipeline(Protocol):
+    """What the runner needs of a pipeline."""
+
+    name: str
+
+    def start(self, spark: SparkSession, trigger: Mapping[str, Any]) -> StreamingQuery: ...
+
+    def batch_counts(self, progress: Any) -> dict[str, int]: ...
+
+
+def make_pipeline(name: str, settings: Settings, checkpoint: str) -> Pipeline:
+    """The pipeline called ``name`` (one of :data:`PIPELINE_NAMES`)."""
+    if name == "enrichment":
+        from streamscale.pipelines.enrichment import Enrichment
+
+        return Enrichment(settings, checkpoint)
+    if name == "game-sessions":
+        from streamscale.pipelines.game_sessions import GameSessions
+
+        return GameSessions(settings, checkpoint)
+    raise ValueError(f"unknown pipeline {name!r}: choose one of {', '.join(PIPELINE_NAMES)}")
+
+
+def checkpoint_for(settings: Settings, name: str) -> str:
+    """The pipeline's checkpoint: ``<checkpoint_dir>/<name>``."""
+    return str(Path(settings.checkpoint_dir) / name)
+
+
+def trigger_for(settings: Settings, available_now: bool) -> dict[str, Any]:
+    """``DataStreamWriter.trigger`` arguments: availableNow, or the processing-time interval
+    (0: the next batch starts as soon as the previous one ends)."""
+    if available_now:
+        return {"availableNow": True}
+    millis = round(settings.trigger_interval_s * 1000)
+    return {"processingTime": f"{millis} milliseconds"} if millis > 0 else {}
+
+
+# --- progress: pure functions of the progress JSON -------------------------------------------
+
+
+def _offsets(value: Any) -> dict[str, dict[str, int]]:
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    if not isinstance(value, dict):
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    for topic, parts in value.items():
+        if isinstance(parts, dict):
+            out[topic] = {str(p): int(o) for p, o in parts.items() if isinstance(o, int)}
+    return out
+
+
+def records_lag(progress: Mapping[str, Any]) -> int | None:
+    """Records not yet processed after the batch: latest minus end offsets, summed over every
+    partition of every source (None if no source reported its latest offsets)."""
+    total = 0
+    seen = False
+    for source in progress.get("sources") or []:
+        latest = _offsets(source.get("latestOffset"))
+        end = _offsets(source.get("endOffset"))
+        for topic, parts in latest.items():
+            for part, offset in parts.items():
+                seen = True
+                total += max(0, offset - end.get(topic, {}).get(part, 0))
+    return total if seen else None
+
+
+def format_progress(progress: Mapping[str, Any], counts: Mapping[str, int]) -> str:
+    """One line for one batch."""
+    lag = records_lag(progress)
+    parts = [
+        f"batch {progress.get('batchId')}",
+        f"rows {progress.get('numInputRows', 0):,}",
+        f"in {float(progress.get('inputRowsPerSecond') or 0):,.0f}/s",
+        f"processed {float(progress.get('processedRowsPerSecond') or 0):,.0f}/s",
+        f"lag {'?' if lag is None else f'{lag:,}'}",
+    ]
+    shown = {k: v for k, v in counts.items() if v}
+    if shown:
+        parts.append(" ".join(f"{k}={v:,}" for k, v in shown.items()))
+    return " | ".join(parts)
+
+
+def progress_dict(progress: Any) -> dict[str, Any]:
+    """A ``StreamingQueryProgress`` as plain JSON data."""
+    if isinstance(progress, Mapping):
+        return dict(progress)
+    return dict(json.loads(progress.json))
+
+
+# --- running --------------------------------------------------------------------------------
+
+
+class StopRequest:
+    """Set by SIGINT/SIGTERM while installed; the previous handlers come back on exit."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.event.set()
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def drive(
+    query: StreamingQuery,
+    pipeline: Pipeline,
+    stop: threading.Event,
+    echo: Callable[[str], None] = print,
+    stop_wait_s: float = STOP_WAIT_S,
+) -> dict[str, int]:
+    """Print each new batch until the query ends or ``stop`` is set; return summed counts.
+
+    On ``stop``, waits (at most ``stop_wait_s``) until no trigger is active, then stops the
+    query, so the batch in flight is committed first.
+    """
+    totals: dict[str, int] = {}
+    last_batch = -1
+
+    def report() -> None:
+        nonlocal last_batch
+        for progress in query.recentProgress:
+            data = progress_dict(progress)
+            batch = int(data.get("batchId", -1))
+            if batch <= last_batch:
+                continue
+            last_batch = batch
+            counts = pipeline.batch_counts(progress)
+            for key, value in counts.items():
+                totals[key] = totals.get(key, 0) + value
+            if data.get("numInputRows") or counts:
+                echo(format_progress(data, counts))
+
+    while query.isActive:
+        query.awaitTermination(POLL_S)
+        report()
+        if stop.is_set() and query.isActive:
+            echo("stop requested: stopping after the current batch")
+            deadline = time.monotonic() + stop_wait_s
+            while query.isActive and time.monotonic() < deadline:
+                if not query.status.get("isTriggerActive", False):
+                    break
+                time.sleep(0.1)
+            query.stop()
+            report()
+            break
+    return totals
+
+
+def run(
+    name: str,
+    settings: Settings,
+    *,
+    available_now: bool = False,
+    checkpoint: str | None = None,
+    echo: Callable[[str], None] = print,
+) -> dict[str, int]:
+    """Run pipeline ``name`` until it ends (``available_now``) or a stop signal; raise the
+    query's error if it failed. Returns the counts summed over the batches."""
+    from streamscale.spark import session
+
+    spark = session(settings, app_name=f"streamscale-{name}")
+    try:
+        pipeline = make_pipeline(name, settings, checkpoint or checkpoint_for(settings, name))
+        with StopRequest() as stop:
+            query = pipeline.start(spark, trigger_for(settings, available_now))
+            echo(f"{name}: query {query.id} started ({settings.bootstrap_servers})")
+            totals = drive(query, pipeline, stop.event, echo)
+        error = query.exception()
+        if error is not None:
+            raise RuntimeError(f"{name} failed: {error}")
+        return totals
+    finally:
+        spark.stop()
