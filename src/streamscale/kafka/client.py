@@ -19,6 +19,7 @@ RELIABLE_PRODUCER_DEFAULTS: dict[str, Any] = {
     "partitioner": "murmur2_random",
     "linger.ms": 20,
     "batch.num.messages": 10000,
+    "queue.buffering.max.messages": 500000,
     "compression.type": "none",
 }
 

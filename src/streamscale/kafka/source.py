@@ -229,34 +229,50 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         yield from read_range(self.options, partition, self.include_headers)
 
 
-def _arrow_batch(
-    topic: str,
-    partition: int,
-    keys: list[bytes | None],
-    values: list[bytes | None],
-    offsets: list[int],
-    stamps: list[int],
-    types: list[int],
-    headers: list[Any] | None,
-) -> Any:
-    import pyarrow as pa
+class _Columns:
+    """Column buffers of one Arrow record batch, filled a consume() call at a time."""
 
-    n = len(offsets)
-    arrays = [
-        pa.array(keys, pa.binary()),
-        pa.array(values, pa.binary()),
-        pa.array([topic] * n, pa.string()),
-        pa.array([partition] * n, pa.int32()),
-        pa.array(offsets, pa.int64()),
-        pa.array(stamps, pa.timestamp("us", tz="UTC")),
-        pa.array(types, pa.int32()),
-    ]
-    names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
-    if headers is not None:
-        header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-        arrays.append(pa.array(headers, header_type))
-        names.append("headers")
-    return pa.RecordBatch.from_arrays(arrays, names=names)
+    def __init__(self, include_headers: bool) -> None:
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.stamps: list[tuple[int, int]] = []
+        self.headers: list[Any] | None = [] if include_headers else None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def extend(self, msgs: list[Any]) -> None:
+        """Append error-free messages; list comprehensions keep the per-record cost low."""
+        self.keys.extend([m.key() for m in msgs])
+        self.values.extend([m.value() for m in msgs])
+        self.offsets.extend([m.offset() for m in msgs])
+        self.stamps.extend([m.timestamp() for m in msgs])
+        if self.headers is not None:
+            self.headers.extend(
+                [[{"key": k, "value": v} for k, v in (m.headers() or [])] for m in msgs]
+            )
+
+    def batch(self, topic: str, partition: int) -> Any:
+        import pyarrow as pa
+
+        n = len(self.offsets)
+        stamps_ms = pa.array([t[1] for t in self.stamps], pa.int64())
+        arrays = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.array([topic] * n, pa.string()),
+            pa.array([partition] * n, pa.int32()),
+            pa.array(self.offsets, pa.int64()),
+            stamps_ms.cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC")),
+            pa.array([_TIMESTAMP_TYPES.get(t[0], -1) for t in self.stamps], pa.int32()),
+        ]
+        names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+        if self.headers is not None:
+            header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+            arrays.append(pa.array(self.headers, header_type))
+            names.append("headers")
+        return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
 def read_range(
@@ -280,77 +296,73 @@ def read_range(
             "queued.min.messages": 100_000,
         }
     )
-    topic, pid = part.topic, part.partition
+    topic, pid, end = part.topic, part.partition, part.end
     try:
         consumer.assign([CTP(topic, pid, part.start)])
-        keys: list[bytes | None] = []
-        values: list[bytes | None] = []
-        offsets: list[int] = []
-        stamps: list[int] = []
-        types: list[int] = []
-        headers: list[Any] | None = [] if include_headers else None
+        columns = _Columns(include_headers)
         position = part.start
         deadline = time.monotonic() + options.poll_timeout_s
         done = False
         while not done:
-            msgs = consumer.consume(num_messages=min(10_000, part.end - position + 1), timeout=1.0)
+            msgs = consumer.consume(num_messages=min(10_000, end - position + 1), timeout=1.0)
             if not msgs:
                 if time.monotonic() > deadline:
                     raise TimeoutError(
                         f"no records from {topic}-{pid} at offset {position} (reading up to "
-                        f"{part.end}) within {options.poll_timeout_s:.0f} s from {options.servers}"
+                        f"{end}) within {options.poll_timeout_s:.0f} s from {options.servers}"
                     )
                 continue
             deadline = time.monotonic() + options.poll_timeout_s
-            for msg in msgs:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if msg.offset() >= part.end:
+            last = msgs[-1]
+            if (
+                last.error() is None
+                and last.offset() < end
+                and all(m.error() is None for m in msgs)
+            ):
+                columns.extend(msgs)  # the common case: records only, all inside the range
+                position = last.offset() + 1
+                done = position >= end
+            else:
+                for msg in msgs:
+                    err = msg.error()
+                    if err is None:
+                        if msg.offset() >= end:
                             done = True
                             break
-                        _data_loss(
-                            options,
-                            f"topic {topic} partition {pid} ends at offset {msg.offset()} but "
-                            f"offsets up to {part.end} were planned",
-                        )
+                        columns.extend([msg])
+                        position = msg.offset() + 1
+                        if position >= end:
+                            done = True
+                            break
+                        continue
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if msg.offset() < end:
+                            _data_loss(
+                                options,
+                                f"topic {topic} partition {pid} ends at offset {msg.offset()} "
+                                f"but offsets up to {end} were planned",
+                            )
                         done = True
                         break
-                    if err.code() == KafkaError._AUTO_OFFSET_RESET or err.code() == 1:
+                    if err.code() in (
+                        KafkaError._AUTO_OFFSET_RESET,
+                        KafkaError.OFFSET_OUT_OF_RANGE,
+                    ):
                         low, _ = consumer.get_watermark_offsets(CTP(topic, pid), cached=False)
                         _data_loss(
                             options,
                             f"offset out of range on topic {topic} partition {pid}: offsets "
-                            f"{position}..{min(low, part.end) - 1} are no longer available",
+                            f"{position}..{min(low, end) - 1} are no longer available",
                         )
                         position = max(position, low)
-                        if position >= part.end:
-                            done = True
-                            break
-                        consumer.seek(CTP(topic, pid, position))
+                        done = position >= end
+                        if not done:
+                            consumer.seek(CTP(topic, pid, position))
                         break
                     raise RuntimeError(f"Kafka error reading {topic}-{pid}: {err.str()}")
-                offset = msg.offset()
-                if offset >= part.end:
-                    done = True
-                    break
-                keys.append(msg.key())
-                values.append(msg.value())
-                offsets.append(offset)
-                ts_type, ts = msg.timestamp()
-                stamps.append(ts * 1000)
-                types.append(_TIMESTAMP_TYPES.get(ts_type, -1))
-                if headers is not None:
-                    raw = msg.headers() or []
-                    headers.append([{"key": k, "value": v} for k, v in raw])
-                position = offset + 1
-                if position >= part.end:
-                    done = True
-                    break
-            if len(offsets) >= ARROW_BATCH_ROWS or (done and offsets):
-                yield _arrow_batch(topic, pid, keys, values, offsets, stamps, types, headers)
-                keys, values, offsets, stamps, types = [], [], [], [], []
-                headers = [] if include_headers else None
+            if len(columns) >= ARROW_BATCH_ROWS or (done and len(columns)):
+                yield columns.batch(topic, pid)
+                columns = _Columns(include_headers)
     finally:
         consumer.close()
 

@@ -59,45 +59,69 @@ def sql_str(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def _string_check(text: str, field: str) -> str:
+    """SQL: the raw JSON of ``field`` in ``text`` is a string (Spark reads any token into a
+    STRING field, an array as its JSON text; only a strict check on the text tells)."""
+    pattern = '"' + field + r'"\s*:\s*"'
+    return f"({text} RLIKE {sql_str(pattern)})"
+
+
 def json_error_sql(
     text: str,
     parsed: str,
     required: dict[str, str],
     *,
     null_error: str = NULL_VALUE,
+    strings: tuple[str, ...] = (),
 ) -> str:
     """Spark SQL: the error code of a JSON text, NULL when it parsed into every required field.
 
     ``text`` is the STRING expression that was parsed, ``parsed`` the ``from_json`` struct
-    (its schema carries a ``_corrupt`` string column, so that a type mismatch is seen),
-    ``required`` maps each required field to a description for the detail. Checks in order:
-    null text, not a JSON object, a field of the wrong type, a missing (or null) field. The
-    fast path (everything present) is tested first, so a good record is parsed once.
+    (its schema carries a ``_corrupt`` string column), ``required`` maps each required field
+    to a description for the detail, ``strings`` names fields that must be JSON strings.
+    Checks in order: null text, not a JSON object, a field of the wrong type (unparsable, or
+    present but unreadable as its type), a missing (or null) field. The fast path (everything
+    present) is tested first, so a good record costs one parse.
     """
     present = " AND ".join(f"{parsed}.`{f}` IS NOT NULL" for f in required)
+    strict = "".join(f" AND {_string_check(text, f)}" for f in strings)
+    wrong = " OR ".join(
+        f"({parsed}.`{f}` IS NULL AND get_json_object({text}, '$.{f}') IS NOT NULL)"
+        for f in required
+    )
+    not_strings = " OR ".join(f"NOT {_string_check(text, f)}" for f in strings) or "FALSE"
     missing = " ".join(f"WHEN {parsed}.`{f}` IS NULL THEN '{MISSING_FIELD}'" for f in required)
     return (
-        f"CASE WHEN {parsed}._corrupt IS NULL AND {present} THEN NULL "
+        f"CASE WHEN {parsed}._corrupt IS NULL AND {present}{strict} THEN NULL "
         f"WHEN {text} IS NULL THEN '{null_error}' "
         f"WHEN json_object_keys({text}) IS NULL THEN '{NOT_JSON}' "
-        f"WHEN {parsed}._corrupt IS NOT NULL THEN '{WRONG_TYPE}' "
-        f"{missing} END"
+        f"WHEN {parsed}._corrupt IS NOT NULL OR {wrong} THEN '{WRONG_TYPE}' "
+        f"{missing} "
+        f"WHEN {not_strings} THEN '{WRONG_TYPE}' END"
     )
 
 
-def json_detail_sql(text: str, parsed: str, required: dict[str, str], what: str) -> str:
+def json_detail_sql(
+    text: str, parsed: str, required: dict[str, str], what: str, strings: tuple[str, ...] = ()
+) -> str:
     """Spark SQL: the ``error.detail`` sentence matching :func:`json_error_sql`."""
+    wrong = " OR ".join(
+        f"({parsed}.`{f}` IS NULL AND get_json_object({text}, '$.{f}') IS NOT NULL)"
+        for f in required
+    )
     missing = " ".join(
         f"WHEN {parsed}.`{f}` IS NULL THEN {sql_str(f'{what} has no {f} ({desc})')}"
         for f, desc in required.items()
     )
     types = ", ".join(f"{f} {desc}" for f, desc in required.items())
+    wrong_detail = sql_str(f"{what} has a field of the wrong type (expected {types})")
+    not_strings = " OR ".join(f"NOT {_string_check(text, f)}" for f in strings) or "FALSE"
     return (
         f"CASE WHEN {text} IS NULL THEN {sql_str(f'{what} is null')} "
         f"WHEN json_object_keys({text}) IS NULL THEN {sql_str(f'{what} is not a JSON object')} "
-        f"WHEN {parsed}._corrupt IS NOT NULL "
-        f"THEN {sql_str(f'{what} has a field of the wrong type (expected {types})')} "
-        f"{missing} END"
+        f"WHEN {parsed}._corrupt IS NOT NULL OR {wrong} THEN {wrong_detail} "
+        f"{missing} "
+        f"WHEN {not_strings} THEN {wrong_detail} END"
     )
 
 

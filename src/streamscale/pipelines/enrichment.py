@@ -113,8 +113,8 @@ def parse_referential(df: DataFrame) -> DataFrame:
 
     text = "CAST(value AS STRING)"
     key_id = "TRY_CAST(CAST(key AS STRING) AS BIGINT)"
-    json_error = dl.json_error_sql(text, "j", PRODUCT_FIELDS)
-    json_detail = dl.json_detail_sql(text, "j", PRODUCT_FIELDS, "product value")
+    json_error = dl.json_error_sql(text, "j", PRODUCT_FIELDS, strings=("name",))
+    json_detail = dl.json_detail_sql(text, "j", PRODUCT_FIELDS, "product value", ("name",))
     error = (
         f"CASE WHEN key IS NULL THEN '{dl.NULL_KEY}' "
         f"WHEN {key_id} IS NULL THEN '{dl.WRONG_TYPE}' "

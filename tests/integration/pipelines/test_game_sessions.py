@@ -65,7 +65,9 @@ def test_sessions_join_within_3s_split_on_gap_and_survive_restart(
     )
     g = A[2]
     frames = [
-        frame(A, T0 + 1000, [hit(100, "X", "UP", "Direct", g), hit(50, "O", "LEFT", "Fatal", g)], 500),
+        frame(
+            A, T0 + 1000, [hit(100, "X", "UP", "Direct", g), hit(50, "O", "LEFT", "Fatal", g)], 5
+        ),
         frame(A, T0 + 2000, [hit(200, "X", "DOWN", "Missed", g)], 2000),
         frame(A, T0 + 3000, [hit(209, "X", "UP", "Fatal", g)], 3500),  # approved too late
         frame(A, T0 + 4000, [hit(209, "X", "UP", "Fatal", g)], None),  # never approved
@@ -73,7 +75,7 @@ def test_sessions_join_within_3s_split_on_gap_and_survive_restart(
         frame(A, T0 + 5000, [hit(60, "O", "RIGHT", "Critical", g), "ZZ114101", "2A1141"], 100),
         frame(A, T0 + 50_000, [hit(42, "X", "UP", "Direct", g)], 1000),  # 45 s later: new session
         frame(B, T0 + 50_000, [hit(70, "O", "DOWN", "Special", B[2])], 0),
-    ]  # fmt: skip
+    ]
     produce(settings, topics.requests, [r for rq, _ in frames for r in rq])
     produce(settings, topics.approvals, [r for _, rs in frames for r in rs])
 

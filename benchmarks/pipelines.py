@@ -1,0 +1,326 @@
+"""The seed pipelines end to end on the embedded broker, side by side in one run.
+
+    .venv/bin/python benchmarks/pipelines.py [--purchases 1000000] [--frames 500000]
+        [--products 100000] [--batch 250000] [--skip-quix]
+
+Fills the topics first (the generators' record builders, seeded), then measures, each
+reading everything from the earliest offset and writing its output to Kafka:
+
+- enrichment in Spark (``streamscale run enrichment``'s query, ``availableNow``);
+- (a) the same enrichment as a plain single-process confluent-kafka loop;
+- (b) the same enrichment in Quix Streams (its own venv ``.venv-quix``, created on first use
+  with ``quixstreams==3.28.1``: it pins confluent-kafka and pydantic below this project's);
+- game sessions in Spark over about ``2 × frames`` records (frames and approvals).
+
+Spark figures: "steady" = input rows / trigger time over the batches after the first (which
+pays for Python worker start), "end to end" = input rows / wall time of the whole run. The
+enrichment restart cost (rebuilding the table from the compacted topic) is measured too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as CTP
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streamscale.generate import game_frames, referential
+from streamscale.generate.profiles import make_schedule
+from streamscale.generate.purchases import purchase_records
+from streamscale.kafka import broker as embedded
+from streamscale.kafka.client import producer_config
+from streamscale.pipelines.enrichment import REF_UNKNOWN, Enrichment, EnrichmentTopics
+from streamscale.pipelines.game_sessions import GameSessions, GameTopics
+from streamscale.settings import Settings, embedded_settings
+from streamscale.spark import session
+
+ROOT = Path(__file__).resolve().parent.parent
+QUIX_VENV = ROOT / ".venv-quix"
+QUIX_VERSION = "quixstreams==3.28.1"
+PARTITIONS = 4
+SEED = 42
+# Quix reads topic configs back and needs these explicitly (the embedded broker reports
+# only explicit configs); harmless for the others.
+EXPLICIT = {"retention.ms": str(7 * 24 * 3600 * 1000), "retention.bytes": "-1"}
+
+
+def create(settings: Settings, names: Iterable[str], compact: Iterable[str] = ()) -> None:
+    admin = AdminClient(settings.kafka_config())
+    tables = set(compact)
+    topics = [
+        NewTopic(
+            n,
+            PARTITIONS,
+            1,
+            config={**EXPLICIT, "cleanup.policy": "compact" if n in tables else "delete"},
+        )
+        for n in names
+    ]
+    for future in admin.create_topics(topics).values():
+        future.result(timeout=15)
+
+
+def produce_all(settings: Settings, records: Iterable[tuple[Any, ...]]) -> tuple[int, float]:
+    """Produce generator records ``(topic, key, value, ts, counted)`` as fast as possible."""
+    producer = Producer(
+        producer_config(
+            settings.kafka_config(),
+            **{"linger.ms": 50, "queue.buffering.max.messages": 500_000},
+        )
+    )
+    began = time.perf_counter()
+    count = 0
+    for topic, key, value, ts, _ in records:
+        kwargs = {"timestamp": ts} if ts else {}
+        while True:
+            try:
+                producer.produce(topic, value, key, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        count += 1
+    if producer.flush(120) != 0:
+        raise RuntimeError("records still unacknowledged after 120 s")
+    return count, time.perf_counter() - began
+
+
+def spark_rates(query: Any, wall_s: float) -> dict[str, float]:
+    progress = [p for p in query.recentProgress if p.numInputRows]
+    steady = progress[1:] or progress
+    rows = sum(p.numInputRows for p in steady)
+    seconds = sum(p.durationMs["triggerExecution"] for p in steady) / 1000
+    total = sum(p.numInputRows for p in progress)
+    return {
+        "steady": rows / seconds if seconds else 0.0,
+        "end_to_end": total / wall_s,
+        "rows": float(total),
+        "batches": float(len(progress)),
+        "first_batch_s": progress[0].durationMs["triggerExecution"] / 1000 if progress else 0.0,
+    }
+
+
+def run_spark(spark: Any, pipeline: Any) -> tuple[Any, float]:
+    began = time.perf_counter()
+    query = pipeline.start(spark, {"availableNow": True})
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+    return query, time.perf_counter() - began
+
+
+# --- (a) plain confluent-kafka loop ---------------------------------------------------------
+
+
+def plain_enrichment(settings: Settings, topics: EnrichmentTopics, out_topic: str) -> float:
+    """Load the whole referential, then enrich every purchase; purchases/s over the loop."""
+    conf = {**settings.kafka_config(), "enable.auto.commit": False, "enable.partition.eof": True}
+    consumer = Consumer({**conf, "group.id": "bench-plain"})
+    names: dict[int, str] = {}
+
+    def drain(topic: str, handle: Any) -> int:
+        consumer.assign([CTP(topic, p, 0) for p in range(PARTITIONS)])
+        done: set[int] = set()
+        seen = 0
+        while len(done) < PARTITIONS:
+            for msg in consumer.consume(10_000, 1.0):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        done.add(msg.partition())
+                        continue
+                    raise RuntimeError(err.str())
+                handle(msg)
+                seen += 1
+        return seen
+
+    def table(msg: Any) -> None:
+        value = msg.value()
+        if value is None:
+            names.pop(int(msg.key()), None)
+        else:
+            names[int(msg.key())] = json.loads(value)["name"]
+
+    drain(topics.referential, table)
+    producer = Producer(producer_config(settings.kafka_config(), **{"linger.ms": 50}))
+    produce = producer.produce
+    dumps, loads = json.dumps, json.loads
+
+    def enrich(msg: Any) -> None:
+        purchase = loads(msg.value())
+        pid = purchase["id"]
+        value = dumps({"id": pid, "name": names.get(pid, REF_UNKNOWN), "price": purchase["price"]})
+        while True:
+            try:
+                produce(out_topic, value, msg.key())
+                return
+            except BufferError:
+                producer.poll(0.01)
+
+    began = time.perf_counter()
+    count = drain(topics.purchases, enrich)
+    producer.flush(120)
+    elapsed = time.perf_counter() - began
+    consumer.close()
+    return count / elapsed
+
+
+# --- (b) Quix Streams, in its own venv ------------------------------------------------------
+
+
+def quix_python() -> Path:
+    """The Quix venv's interpreter, creating the venv on first use."""
+    python = QUIX_VENV / "bin" / "python"
+    if not python.exists():
+        print(f"creating {QUIX_VENV} with {QUIX_VERSION} (first use)...", flush=True)
+        subprocess.run(["python3.11", "-m", "venv", str(QUIX_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", QUIX_VERSION], check=True)
+    return python
+
+
+def quix_enrichment(settings: Settings, topics: EnrichmentTopics, out_topic: str, n: int) -> float:
+    script = Path(__file__).with_name("quix_enrichment.py")
+    state = tempfile.mkdtemp(prefix="bench-quix-")
+    try:
+        result = subprocess.run(
+            [
+                str(quix_python()),
+                str(script),
+                "--bootstrap",
+                settings.bootstrap_servers,
+                "--purchases",
+                topics.purchases,
+                "--referential",
+                topics.referential,
+                "--output",
+                out_topic,
+                "--expected",
+                str(n),
+                "--state-dir",
+                state,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=3600,
+            check=False,
+        )
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    if result.returncode != 0 or not lines:
+        raise RuntimeError(f"quix run failed ({result.returncode}): {result.stderr[-2000:]}")
+    return float(json.loads(lines[-1])["rate"])
+
+
+# --- main ----------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--purchases", type=int, default=1_000_000)
+    parser.add_argument("--products", type=int, default=100_000)
+    parser.add_argument("--frames", type=int, default=500_000, help="frames (x2 records)")
+    parser.add_argument("--batch", type=int, default=250_000, help="maxOffsetsPerTrigger")
+    parser.add_argument("--skip-quix", action="store_true")
+    args = parser.parse_args()
+
+    rows: list[tuple[str, float, str]] = []
+    with tempfile.TemporaryDirectory() as tmp, embedded.embedded_broker(Path(tmp) / "b") as b:
+        settings = embedded_settings(
+            b.bootstrap,
+            max_offsets_per_trigger=args.batch,
+            spark_master="local[2]",
+            shuffle_partitions=2,
+            driver_memory="2g",
+        )
+        et = EnrichmentTopics()
+        gt = GameTopics()
+        outputs = ["plain-enrichis", "quix-enrichis"]
+        create(
+            settings,
+            [et.purchases, et.referential, et.output, et.dlq, *outputs, *gt.__dict__.values()],
+            compact=[et.referential],
+        )
+
+        rng = random.Random(SEED)
+        plan = referential.plan_for_products(args.products, 0.05, 0.01)
+        n_ref, _ = produce_all(
+            settings, referential.referential_records(rng, plan, et.referential)
+        )
+        n_pur, s_pur = produce_all(
+            settings, purchase_records(rng, args.purchases, et.purchases, products=args.products)
+        )
+        schedule = make_schedule("steady", rate=20_000, count=args.frames)
+        frames = game_frames.GameFrames(
+            rng,
+            schedule,
+            start_ms=int(time.time() * 1000),
+            request_topic=gt.requests,
+            approval_topic=gt.approvals,
+        )
+        n_frm, _ = produce_all(settings, frames.records())
+        print(
+            f"filled: {n_ref:,} referential, {n_pur:,} purchases ({n_pur / s_pur:,.0f}/s), "
+            f"{n_frm:,} frame records ({frames.stats.frames:,} frames, "
+            f"{frames.stats.approvals:,} approvals)",
+            flush=True,
+        )
+
+        spark = session(settings, app_name="bench-pipelines")
+        ckpt = Path(tmp) / "ckpt"
+        enrichment = Enrichment(settings, str(ckpt / "enrichment"), et)
+        query, wall = run_spark(spark, enrichment)
+        en = spark_rates(query, wall)
+        # Restart cost: a fresh pipeline object rebuilds the table from the compacted topic.
+        began = time.perf_counter()
+        again = Enrichment(settings, str(ckpt / "enrichment"), et)
+        again._rebuild(spark, int(query.lastProgress.batchId) + 1)
+        rebuild_s = time.perf_counter() - began
+        purchases_rate = en["steady"] * n_pur / (n_pur + n_ref)
+        rows.append(("enrichment, Spark (steady)", en["steady"], f"{int(en['batches'])} batches"))
+        rows.append(("enrichment, Spark (end to end)", en["end_to_end"], f"{wall:.1f} s wall"))
+
+        games, wall_g = run_spark(spark, GameSessions(settings, str(ckpt / "sessions"), gt))
+        gs = spark_rates(games, wall_g)
+        spark.stop()
+
+        plain = plain_enrichment(settings, et, outputs[0])
+        rows.append(("(a) enrichment, plain confluent-kafka", plain, "1 process"))
+        quix = None
+        if not args.skip_quix:
+            quix = quix_enrichment(settings, et, outputs[1], n_pur)
+            rows.append(("(b) enrichment, Quix Streams", quix, QUIX_VERSION))
+        frame_share = frames.stats.frames / max(1, n_frm)
+        rows.append(("game sessions, Spark (steady)", gs["steady"], "frame + approval records/s"))
+        rows.append(("game sessions, Spark (end to end)", gs["end_to_end"], f"{wall_g:.1f} s wall"))
+
+    print(f"\n{'path':<42}{'records/s':>12}  note")
+    for name, rate, note in rows:
+        print(f"{name:<42}{rate:>12,.0f}  {note}")
+    print(
+        f"\nenrichment: {purchases_rate:,.0f} purchases/s steady; first batch "
+        f"{en['first_batch_s']:.1f} s; table rebuild on restart {rebuild_s:.1f} s "
+        f"({len(again.table.names):,} products)"
+    )
+    if quix:
+        print(f"enrichment Spark steady / Quix: {en['steady'] / quix:.1f}x")
+    print(
+        f"game sessions: {gs['steady'] * frame_share:,.0f} frames/s steady "
+        f"({gs['end_to_end'] * frame_share:,.0f} end to end)"
+    )
+    print(f"command: {' '.join([os.path.relpath(sys.executable, ROOT), *sys.argv])}")
+
+
+if __name__ == "__main__":
+    main()
