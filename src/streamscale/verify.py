@@ -1,0 +1,188 @@
+"""Output checks of the seed pipelines against a reference computed from their input (pure).
+
+The demo reads a run's input and output topics back and asks: is every approved frame counted
+in exactly the session it belongs to, is every purchase enriched (or dead-lettered)? The
+reference here is plain Python over the records, independent of the Spark code it checks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from streamscale.pipelines import hits as codec
+
+KafkaRecord = tuple[bytes | None, bytes | None, int]
+"""``(key, value, timestamp_ms)`` as read back from a topic."""
+
+SessionKey = tuple[str, int, int]
+"""``(machine, start_ms, end_ms)`` of one session window."""
+
+
+@dataclass(frozen=True)
+class SessionFigures:
+    frames: int
+    hits: int
+    total_impact: int
+
+
+@dataclass
+class Verification:
+    """The outcome of a check: ``ok`` only when nothing is missing, extra or different."""
+
+    checked: int = 0
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    different: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.unexpected or self.different)
+
+    def summary(self) -> str:
+        if self.ok:
+            return f"verified: {self.checked} checked, all as expected"
+        parts = [
+            f"{len(self.missing)} missing",
+            f"{len(self.unexpected)} unexpected",
+            f"{len(self.different)} different",
+        ]
+        sample = (self.missing + self.unexpected + self.different)[:3]
+        return f"NOT verified ({', '.join(parts)} of {self.checked}): {'; '.join(sample)}"
+
+
+def approved_frames(
+    requests: Iterable[KafkaRecord], approvals: Iterable[KafkaRecord], window_ms: int
+) -> list[tuple[codec.FrameHeader, codec.FrameBody]]:
+    """Well-formed frames with an approval (same header) stamped within ``window_ms``."""
+    approved_at: dict[bytes, list[int]] = defaultdict(list)
+    for key, _, ts in approvals:
+        if key is not None:
+            approved_at[key].append(ts)
+    out = []
+    for key, value, _ in requests:
+        if key is None or value is None:
+            continue
+        try:
+            header = codec.parse_header(key.decode())
+            body = codec.parse_body(value.decode())
+            for hit in body.hits:
+                codec.decode_hit(hit)
+        except (codec.FrameDecodeError, codec.HitDecodeError, UnicodeDecodeError):
+            continue
+        if any(header.ts <= t <= header.ts + window_ms for t in approved_at.get(key, ())):
+            out.append((header, body))
+    return out
+
+
+def expected_sessions(
+    frames: Iterable[tuple[codec.FrameHeader, codec.FrameBody]],
+    gap_ms: int,
+    exclude_machines: Iterable[str] = (),
+) -> dict[SessionKey, SessionFigures]:
+    """Spark's ``session_window`` per machine: a frame within ``gap_ms`` of the session's
+    newest frame extends it; the window ends ``gap_ms`` after its last frame."""
+    excluded = set(exclude_machines)
+    by_machine: dict[str, list[tuple[int, codec.FrameBody]]] = defaultdict(list)
+    for header, body in frames:
+        if header.machine not in excluded:
+            by_machine[header.machine].append((header.ts, body))
+    out: dict[SessionKey, SessionFigures] = {}
+    for machine, items in by_machine.items():
+        items.sort(key=lambda item: item[0])
+        session: list[tuple[int, codec.FrameBody]] = []
+        for ts, body in items:
+            if session and ts >= session[-1][0] + gap_ms:
+                out[_key(machine, session, gap_ms)] = _figures(session)
+                session = []
+            session.append((ts, body))
+        if session:
+            out[_key(machine, session, gap_ms)] = _figures(session)
+    return out
+
+
+def _key(machine: str, session: list[tuple[int, codec.FrameBody]], gap_ms: int) -> SessionKey:
+    return (machine, session[0][0], session[-1][0] + gap_ms)
+
+
+def _figures(session: list[tuple[int, codec.FrameBody]]) -> SessionFigures:
+    decoded = [codec.decode_hit(h) for _, body in session for h in body.hits]
+    return SessionFigures(len(session), len(decoded), sum(h.impact for h in decoded))
+
+
+def actual_sessions(records: Iterable[KafkaRecord]) -> dict[SessionKey, list[SessionFigures]]:
+    """Sessions written by the pipeline (a list per window: a replay may repeat one)."""
+    out: dict[SessionKey, list[SessionFigures]] = defaultdict(list)
+    for _, value, _ in records:
+        if value is None:
+            continue
+        row = json.loads(value)
+        key = (str(row["machine"]), int(row["start"]), int(row["end"]))
+        out[key].append(
+            SessionFigures(int(row["frames"]), int(row["hits"]), int(row["totalImpact"]))
+        )
+    return out
+
+
+def compare_sessions(
+    expected: Mapping[SessionKey, SessionFigures],
+    actual: Mapping[SessionKey, list[SessionFigures]],
+    *,
+    only_closed_before: int | None = None,
+) -> Verification:
+    """Every expected session written with the same figures, nothing else written.
+
+    Sessions ending at or after ``only_closed_before`` (epoch ms) may still be open in the
+    pipeline's state: they are not required. A session written twice with the same figures
+    (an at-least-once replay) is accepted; twice with different figures is not.
+    """
+    result = Verification()
+    for key, figures in sorted(expected.items()):
+        if only_closed_before is not None and key[2] >= only_closed_before:
+            continue
+        result.checked += 1
+        written = actual.get(key)
+        if not written:
+            result.missing.append(f"session {key}")
+        elif any(w != figures for w in written):
+            result.different.append(f"session {key}: expected {figures}, written {written}")
+    for key in sorted(set(actual) - set(expected)):
+        result.unexpected.append(f"session {key}")
+    return result
+
+
+def compare_enrichment(
+    purchases: Iterable[KafkaRecord],
+    enriched: Iterable[KafkaRecord],
+    dead_letters: Iterable[KafkaRecord],
+    known_names: Mapping[int, set[str]],
+    unknown_name: str = "REF INCONNUE",
+) -> Verification:
+    """Every purchase is enriched or dead-lettered (by key), with a name its product had at
+    some point, or the unknown marker; nothing else is written. (Which of a product's names
+    applies depends on processing order, which the known-answer tests pin down instead.)"""
+    result = Verification()
+    wanted: dict[bytes | None, int] = defaultdict(int)
+    for key, _, _ in purchases:
+        wanted[key] += 1
+    seen: dict[bytes | None, int] = defaultdict(int)
+    for key, value, _ in enriched:
+        seen[key] += 1
+        if value is None:
+            result.different.append(f"purchase {key!r}: null output")
+            continue
+        row = json.loads(value)
+        names = known_names.get(int(row["id"]), set())
+        if row["name"] != unknown_name and row["name"] not in names:
+            result.different.append(f"purchase {key!r}: name {row['name']!r} never known")
+    for key, _, _ in dead_letters:
+        seen[key] += 1
+    for key, count in wanted.items():
+        result.checked += count
+        if seen.get(key, 0) < count:
+            result.missing.append(f"purchase {key!r}")
+    for key in set(seen) - set(wanted):
+        result.unexpected.append(f"output {key!r}")
+    return result

@@ -1,0 +1,103 @@
+"""The output checks' reference: sessions from frames, enrichment by key."""
+
+from __future__ import annotations
+
+import json
+
+from streamscale.pipelines import hits as codec
+from streamscale.verify import (
+    SessionFigures,
+    actual_sessions,
+    approved_frames,
+    compare_enrichment,
+    compare_sessions,
+    expected_sessions,
+)
+
+HIT = codec.encode_hit(codec.Hit(100, "X", "UP", "Direct", "Pro", "NeonBrawl"))
+
+
+def frame(ts: int, machine: str = "123456", hits: int = 1) -> tuple[bytes, bytes, int]:
+    key = codec.header_json(codec.FrameHeader(ts, machine, "EU")).encode()
+    value = codec.body_json(codec.FrameBody("NeonBrawl", (HIT,) * hits)).encode()
+    return key, value, ts
+
+
+def test_sessions_split_on_gap_and_only_approved_frames_count() -> None:
+    requests = [frame(0), frame(10_000, hits=2), frame(45_000), frame(50_000, "654321")]
+    approvals = [
+        (*frame(0)[:2], 1500),
+        (*frame(10000)[:2], 12000),
+        (*frame(45000)[:2], 49000),
+    ]
+    approvals.append((*frame(50000, "654321")[:2], 50000))
+    frames = approved_frames(requests, approvals, window_ms=3000)
+    assert [h.ts for h, _ in frames] == [0, 10_000, 50_000]  # 45 000 approved 4 s late
+    sessions = expected_sessions(frames, gap_ms=30_000)
+    assert sessions == {
+        ("123456", 0, 40_000): SessionFigures(2, 3, 300),
+        ("654321", 50_000, 80_000): SessionFigures(1, 1, 100),
+    }
+    assert expected_sessions(frames, 30_000, exclude_machines=["654321"]).keys() == {
+        ("123456", 0, 40_000)
+    }
+
+
+def test_gap_boundary_is_exclusive_like_session_window() -> None:
+    frames = approved_frames([frame(0), frame(30_000)], [frame(0), frame(30_000)], 3000)
+    assert len(expected_sessions(frames, gap_ms=30_000)) == 2
+    frames = approved_frames([frame(0), frame(29_999)], [frame(0), frame(29_999)], 3000)
+    assert len(expected_sessions(frames, gap_ms=30_000)) == 1
+
+
+def test_malformed_frames_are_not_expected() -> None:
+    bad = (b"not json", b"{}", 5)
+    bad_hit = (frame(7)[0], b'{"game":"NeonBrawl","hits":["ZZ"]}', 7)
+    assert approved_frames([bad, bad_hit], [bad, bad_hit], 3000) == []
+
+
+def session_record(
+    machine: str, start: int, end: int, frames: int, hits: int, impact: int
+) -> tuple[None, bytes, int]:
+    row = {
+        "machine": machine,
+        "start": start,
+        "end": end,
+        "frames": frames,
+        "hits": hits,
+        "totalImpact": impact,
+    }
+    return None, json.dumps(row).encode(), 0
+
+
+def test_compare_sessions() -> None:
+    expected = {("1", 0, 30): SessionFigures(1, 2, 3), ("1", 100, 130): SessionFigures(1, 1, 1)}
+    same = actual_sessions(
+        [session_record("1", 0, 30, 1, 2, 3), session_record("1", 0, 30, 1, 2, 3)]
+    )
+    result = compare_sessions(expected, same, only_closed_before=130)
+    assert result.ok and result.checked == 1  # replayed duplicate with the same figures is fine
+    result = compare_sessions(expected, same)
+    assert not result.ok and result.missing == ["session ('1', 100, 130)"]
+    wrong = actual_sessions(
+        [session_record("1", 0, 30, 1, 2, 4), session_record("2", 0, 30, 1, 1, 1)]
+    )
+    result = compare_sessions(expected, wrong, only_closed_before=130)
+    assert len(result.different) == 1 and result.unexpected == ["session ('2', 0, 30)"]
+    assert "NOT verified" in result.summary()
+
+
+def test_compare_enrichment() -> None:
+    purchases = [(b"t1", b"", 0), (b"t2", b"", 0), (b"t3", b"", 0)]
+    enriched = [
+        (b"t1", json.dumps({"id": 1, "name": "A", "price": 1.0}).encode(), 0),
+        (b"t2", json.dumps({"id": 9, "name": "REF INCONNUE", "price": 2.0}).encode(), 0),
+    ]
+    dlq = [(b"t3", b"bad", 0)]
+    assert compare_enrichment(purchases, enriched, dlq, {1: {"A", "B"}}).ok
+    missing = compare_enrichment(purchases, enriched, [], {1: {"A"}})
+    assert missing.missing == ["purchase b't3'"]
+    invented = compare_enrichment(
+        purchases, [(b"t1", json.dumps({"id": 1, "name": "Z"}).encode(), 0)], dlq, {1: {"A"}}
+    )
+    assert invented.different and invented.missing == ["purchase b't2'"]
