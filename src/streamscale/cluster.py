@@ -36,7 +36,7 @@ MASTER = "spark-master"
 WORKER_PREFIX = "spark-worker-"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
-DAEMON_MEMORY = "512m"
+DAEMON_MEMORY = "256m"
 _MEMORY_RE = re.compile(r"^[1-9][0-9]*[kKmMgGtT]?$")
 
 

@@ -345,12 +345,8 @@ def decide(
             return hold(Reason.BOUNDED_MAX, target)
         step_limit = max(current + 1, math.ceil(current * config.max_up_factor))
         desired = min(wanted, step_limit, hi)
-        if wanted > hi and desired == hi:
-            reason = Reason.BOUNDED_MAX
-        elif backlog:
-            reason = Reason.SCALE_UP_BACKLOG
-        else:
-            reason = Reason.SCALE_UP_RATE
+        # The reason says why it scales; a cap at the bound shows as target > desired.
+        reason = Reason.SCALE_UP_BACKLOG if backlog else Reason.SCALE_UP_RATE
         return change(desired, reason, target)
 
     if wanted < current:
@@ -366,7 +362,6 @@ def decide(
         desired = max(wanted, floor, lo)
         if desired >= current:
             return hold(Reason.HOLD_STEADY, target)
-        reason = Reason.BOUNDED_MIN if desired == lo and wanted < lo else Reason.SCALE_DOWN_IDLE
-        return change(desired, reason, target)
+        return change(desired, Reason.SCALE_DOWN_IDLE, target)
 
     return hold(Reason.HOLD_STEADY, target)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from streamscale.cli import broker, cluster, generate, lag, run, simulate, topics
+from streamscale.cli import broker, cluster, demo, generate, lag, run, simulate, topics
 from streamscale.settings import env_help
 
 app = typer.Typer(
@@ -21,6 +21,7 @@ app.add_typer(cluster.app, name="cluster")
 app.add_typer(generate.app, name="generate")
 app.command("simulate")(simulate.simulate)
 app.command("run")(run.run)
+app.command("demo")(demo.demo)
 
 
 if __name__ == "__main__":

@@ -116,8 +116,11 @@ def json_detail_sql(
     types = ", ".join(f"{f} {desc}" for f, desc in required.items())
     wrong_detail = sql_str(f"{what} has a field of the wrong type (expected {types})")
     not_strings = " OR ".join(f"NOT {_string_check(text, f)}" for f in strings) or "FALSE"
+    present = " AND ".join(f"{parsed}.`{f}` IS NOT NULL" for f in required)
+    strict = "".join(f" AND {_string_check(text, f)}" for f in strings)
     return (
-        f"CASE WHEN {text} IS NULL THEN {sql_str(f'{what} is null')} "
+        f"CASE WHEN {parsed}._corrupt IS NULL AND {present}{strict} THEN NULL "
+        f"WHEN {text} IS NULL THEN {sql_str(f'{what} is null')} "
         f"WHEN json_object_keys({text}) IS NULL THEN {sql_str(f'{what} is not a JSON object')} "
         f"WHEN {parsed}._corrupt IS NOT NULL OR {wrong} THEN {wrong_detail} "
         f"{missing} "

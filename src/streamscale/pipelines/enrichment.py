@@ -22,21 +22,23 @@ Design, chosen by measurement (docs/benchmarks.md, "Pipelines (issue 3)"): one q
 both topics (two ``streamscale-kafka`` sources, one checkpoint) into ``foreachBatch``.
 
 - Parsing, validation, the join and JSON formatting are Spark SQL (JVM); Python touches a
-  record only in the Kafka source and sink. The referential part of a batch is parsed in
-  the JVM and its few valid rows are collected to the driver, which holds the table (a dict,
-  like a Kafka Streams GlobalKTable) and hands it to the JVM as a cached DataFrame whenever it
-  changes; the purchases are joined against it (broadcast while small, shuffled otherwise:
-  Spark's shuffle re-keys, no repartition topic) and against the batch's own referential
-  versions (the as-of rule above, with array higher-order functions).
-- The table is rebuilt from the compacted topic on (re)start: the referential offsets at
-  which the replayed batch starts are read from the checkpoint's offset log and the topic is
-  read up to them. The compacted topic is the changelog; nothing else is stored.
+  purchase only in the Kafka source and sink. Each batch is ONE Spark job (read, parse, join,
+  write output and dead letters): the batch's referential offset range is in the
+  checkpoint's offset log (written before the batch runs), so the driver reads those few
+  records itself, checks them with the same Spark SQL, and keeps the table (a dict, like a
+  Kafka Streams GlobalKTable), handed to the JVM as a cached DataFrame whenever it changes.
+  Purchases are joined against it (broadcast while small, shuffled otherwise: Spark's
+  shuffle re-keys, no repartition topic) and against the batch's own referential versions
+  (the as-of rule above, with array higher-order functions).
+- The table is rebuilt from the compacted topic on (re)start, read up to the offsets where
+  the replayed batch starts. The compacted topic is the changelog; nothing else is stored.
 - The alternative, a KTable-style ``transformWithStateInPandas`` over the union of both topics
-  keyed by product id (RocksDB + changelog checkpointing), moves every purchase through
-  Python and ran at about 40k purchases/s on this machine against over 100k/s here; its only
-  advantage, restart without re-reading the referential, costs about 1 s per 100k products
-  here (measured in the benchmark), which we accept. Limit: the table lives in the driver's
-  memory (about 150 bytes a product: millions of products are fine, not billions).
+  keyed by product id (RocksDB + changelog checkpointing), moves every purchase through a
+  Python state function on top of the source and sink, and ran at about 40k purchases/s on
+  this machine against a 70k/s ceiling for the source and sink alone; the JVM join adds
+  little to that ceiling. Its advantage, restart without re-reading the referential, is worth
+  about 1.5 s per 10k products here (measured in the benchmark), which we accept. Limit: the
+  table lives in the driver's memory (about 150 bytes a product: millions are fine).
 
 Delivery is at-least-once, as with the Kafka sink: a batch replayed after a crash may repeat
 its output, never lose it.
@@ -66,6 +68,7 @@ REF_UNKNOWN: Final = "REF INCONNUE"
 
 PURCHASE_SCHEMA: Final = "id BIGINT, price DECIMAL(10,2), _corrupt STRING"
 PRODUCT_SCHEMA: Final = "id BIGINT, name STRING, _corrupt STRING"
+KEY_ID: Final = "TRY_CAST(CAST(key AS STRING) AS BIGINT)"
 PURCHASE_FIELDS: Final = {"id": "an integer product id", "price": "a decimal"}
 PRODUCT_FIELDS: Final = {"id": "an integer product id", "name": "a string"}
 
@@ -95,12 +98,36 @@ def parse_purchases(df: DataFrame) -> DataFrame:
         "topic",
         "partition",
         "offset",
+        *(["src"] if "src" in df.columns else []),
         F.col("j.id").alias("pid"),
         F.col("j.price").alias("price"),
         F.expr("unix_millis(timestamp)").alias("ts_ms"),
         F.expr(dl.json_error_sql(text, "j", PURCHASE_FIELDS)).alias("error"),
         F.expr(dl.json_detail_sql(text, "j", PURCHASE_FIELDS, "purchase value")).alias("detail"),
     )
+
+
+def _referential_checks(parsed: str) -> tuple[str, str]:
+    """(error, detail) SQL of a referential record whose value parses into ``parsed``."""
+    text = "CAST(value AS STRING)"
+    key_id = KEY_ID
+    json_error = dl.json_error_sql(text, parsed, PRODUCT_FIELDS, strings=("name",))
+    json_detail = dl.json_detail_sql(text, parsed, PRODUCT_FIELDS, "product value", ("name",))
+    error = (
+        f"CASE WHEN key IS NULL THEN '{dl.NULL_KEY}' "
+        f"WHEN {key_id} IS NULL THEN '{dl.WRONG_TYPE}' "
+        f"WHEN value IS NULL THEN NULL "
+        f"WHEN ({json_error}) IS NOT NULL THEN ({json_error}) "
+        f"WHEN {parsed}.id <> {key_id} THEN '{dl.INVALID_VALUE}' END"
+    )
+    detail = (
+        "CASE WHEN key IS NULL THEN 'a referential record needs its product id as key' "
+        f"WHEN {key_id} IS NULL THEN 'referential key is not an integer product id' "
+        f"WHEN value IS NULL THEN NULL "
+        f"WHEN ({json_error}) IS NOT NULL THEN ({json_detail}) "
+        f"WHEN {parsed}.id <> {key_id} THEN 'product value id differs from the record key' END"
+    )
+    return error, detail
 
 
 def parse_referential(df: DataFrame) -> DataFrame:
@@ -111,24 +138,8 @@ def parse_referential(df: DataFrame) -> DataFrame:
     """
     from pyspark.sql import functions as F
 
+    error, detail = _referential_checks("j")
     text = "CAST(value AS STRING)"
-    key_id = "TRY_CAST(CAST(key AS STRING) AS BIGINT)"
-    json_error = dl.json_error_sql(text, "j", PRODUCT_FIELDS, strings=("name",))
-    json_detail = dl.json_detail_sql(text, "j", PRODUCT_FIELDS, "product value", ("name",))
-    error = (
-        f"CASE WHEN key IS NULL THEN '{dl.NULL_KEY}' "
-        f"WHEN {key_id} IS NULL THEN '{dl.WRONG_TYPE}' "
-        f"WHEN value IS NULL THEN NULL "
-        f"WHEN ({json_error}) IS NOT NULL THEN ({json_error}) "
-        f"WHEN j.id <> {key_id} THEN '{dl.INVALID_VALUE}' END"
-    )
-    detail = (
-        "CASE WHEN key IS NULL THEN 'a referential record needs its product id as key' "
-        f"WHEN {key_id} IS NULL THEN 'referential key is not an integer product id' "
-        f"WHEN value IS NULL THEN NULL "
-        f"WHEN ({json_error}) IS NOT NULL THEN ({json_detail}) "
-        f"WHEN j.id <> {key_id} THEN 'product value id differs from the record key' END"
-    )
     parsed = df.withColumn("j", F.from_json(F.expr(text), PRODUCT_SCHEMA))
     return parsed.select(
         "key",
@@ -136,12 +147,32 @@ def parse_referential(df: DataFrame) -> DataFrame:
         "topic",
         "partition",
         "offset",
-        F.expr(key_id).alias("pid"),
+        F.expr(KEY_ID).alias("pid"),
         F.col("j.name").alias("name"),
         F.col("value").isNull().alias("deleted"),
         F.expr("unix_millis(timestamp)").alias("ts_ms"),
         F.expr(error).alias("error"),
         F.expr(detail).alias("detail"),
+    )
+
+
+def parse_batch(df: DataFrame) -> DataFrame:
+    """The union of both sources (``src`` 'p' or 'r') → purchase columns and ``error``.
+
+    One projection: a purchase gets its purchase checks, a referential record its own (its
+    ``from_json`` sits inside the CASE branch, so purchases never pay for it). Valid
+    referential rows are dropped by :func:`enrich`; the driver reads them itself.
+    """
+    from pyspark.sql import functions as F
+
+    parsed = parse_purchases(df)
+    ref_json = f"from_json(CAST(value AS STRING), {dl.sql_str(PRODUCT_SCHEMA)})"
+    ref_error, ref_detail = _referential_checks(ref_json)
+    return parsed.withColumns(
+        {
+            "error": F.expr(f"CASE WHEN src = 'p' THEN error ELSE {ref_error} END"),
+            "detail": F.expr(f"CASE WHEN src = 'p' THEN detail ELSE {ref_detail} END"),
+        }
     )
 
 
@@ -189,6 +220,7 @@ def enrich(
         .alias("headers"),
         F.when(good, name).alias("name"),
         F.col("error"),
+        *([F.col("src")] if "src" in purchases.columns else []),
     )
 
 
@@ -358,7 +390,12 @@ class Enrichment:
 
     # one micro-batch -------------------------------------------------------------------------
     def process_batch(self, batch: DataFrame, batch_id: int) -> None:
-        """Apply the batch's referential, enrich its purchases, write output and dead letters."""
+        """Apply the batch's referential, enrich its purchases, write output and dead letters.
+
+        The batch's referential records (their offset range is in the checkpoint's offset
+        log) are read by the driver first; then ONE Spark job reads the batch from Kafka,
+        parses, joins and writes the output and every dead letter.
+        """
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -367,64 +404,57 @@ class Enrichment:
             if self._next_batch != batch_id:
                 self._rebuild(spark, batch_id)
             counts = BatchCounts()
-            errors: Counter[str] = Counter()
 
-            # The batch is an RDD over both sources: persisted, it is read from Kafka once for
-            # the two jobs below (the referential's, then the purchases').
-            batch = batch.persist()
-            # The referential side: parsed in the JVM, its valid rows go to the driver.
-            ref = parse_referential(batch.where(F.col("src") == "r"))
-            try:
-                good: list[tuple[int, Version]] = []
-                columns = ("pid", "partition", "offset", "ts_ms", "name", "deleted", "error")
-                for r in ref.select(*columns).toArrow().to_pylist():
-                    counts.referential += 1
-                    if r["error"] is None:
-                        version = (r["partition"], r["offset"], r["ts_ms"], r["name"], r["deleted"])
-                        good.append((r["pid"], version))
-                    else:
-                        errors[r["error"]] += 1
-                versions_df = None
-                if good:
-                    versions_df = spark.createDataFrame(
-                        [(pid, [list(v) for v in vs]) for pid, vs in group_versions(good).items()],
-                        VERSIONS_SCHEMA,
-                    )
-
-                # The purchase side: one job reads, parses, joins and writes everything.
-                purchases = parse_purchases(batch.where(F.col("src") == "p"))
-                observation = Observation(f"{self.name}-{batch_id}")
-                rows = (
-                    enrich(purchases, self._table_frame(spark), versions_df, self.topics)
-                    .observe(
-                        observation,
-                        F.count(F.col("name")).alias("enriched"),
-                        F.count(F.when(F.col("name") == REF_UNKNOWN, 1)).alias("unknown"),
-                        F.count(F.col("error")).alias("rejected"),
-                        *(F.count(F.when(F.col("error") == e, 1)).alias(e) for e in dl.ERRORS),
-                    )
-                    .drop("name", "error")
-                    .unionByName(dl.dead_letters(ref.where("error IS NOT NULL"), self.topics.dlq))
+            start = self._ref_offsets(spark, batch_id - 1) if batch_id > 0 else None
+            end = self._ref_offsets(spark, batch_id)
+            good, counts.referential = read_referential(
+                spark, self.settings, self.topics.referential, end, start
+            )
+            versions_df = None
+            if good:
+                versions_df = spark.createDataFrame(
+                    [(pid, [list(v) for v in vs]) for pid, vs in group_versions(good).items()],
+                    VERSIONS_SCHEMA,
                 )
-                written = write_kafka(rows, self.settings.source_options())
-                metrics = observation.get
-            finally:
-                batch.unpersist()
+
+            observation = Observation(f"{self.name}-{batch_id}")
+            is_p = F.col("src") == "p"
+            bad = F.col("error").isNotNull()
+            rows = (
+                enrich(
+                    parse_batch(batch).where("src = 'p' OR error IS NOT NULL"),
+                    self._table_frame(spark),
+                    versions_df,
+                    self.topics,
+                )
+                .observe(
+                    observation,
+                    F.count(F.col("name")).alias("enriched"),
+                    F.count(F.when(F.col("name") == REF_UNKNOWN, 1)).alias("unknown"),
+                    F.count(F.when(is_p & bad, 1)).alias("purchases_dlq"),
+                    F.count(F.when(~is_p & bad, 1)).alias("referential_dlq"),
+                    *(F.count(F.when(F.col("error") == e, 1)).alias(e) for e in dl.ERRORS),
+                )
+                .drop("name", "error", "src")
+            )
+            written = write_kafka(rows, self.settings.source_options())
+            metrics = observation.get
 
             counts.enriched = int(metrics.get("enriched", 0))
             counts.unknown = int(metrics.get("unknown", 0))
-            counts.purchases_dlq = int(metrics.get("rejected", 0))
+            counts.purchases_dlq = int(metrics.get("purchases_dlq", 0))
             counts.purchases = counts.enriched + counts.purchases_dlq
             counts.referential_applied = len(good)
-            counts.referential_dlq = counts.referential - len(good)
-            for e in dl.ERRORS:
-                errors[e] += int(metrics.get(e, 0))
-            counts.errors = {e: n for e, n in errors.items() if n}
+            counts.referential_dlq = int(metrics.get("referential_dlq", 0))
+            counts.errors = {e: int(metrics.get(e, 0)) for e in dl.ERRORS if metrics.get(e)}
             expected = {self.topics.output: counts.enriched}
             expected[self.topics.dlq] = counts.purchases_dlq + counts.referential_dlq
             if {t: written[t] for t in expected} != expected:
+                raise RuntimeError(f"batch {batch_id}: wrote {dict(written)}, counted {expected}")
+            if counts.referential != counts.referential_applied + counts.referential_dlq:
                 raise RuntimeError(
-                    f"batch {batch_id}: wrote {dict(written)} but counted {expected}"
+                    f"batch {batch_id}: {counts.referential} referential records read, "
+                    f"{counts.referential_applied} applied, {counts.referential_dlq} rejected"
                 )
             self.table.apply(good)
             self.counts[batch_id] = counts
@@ -454,26 +484,23 @@ class Enrichment:
         """Rebuild the table as of the start of ``batch_id`` from the compacted topic."""
         self.table = Table()
         self._table_df_version = -1
-        if batch_id == 0:
-            self._next_batch = 0
-            return
-        until = self._start_offsets(spark, batch_id)
-        if until:
-            rows = read_referential(spark, self.settings, self.topics.referential, until)
+        if batch_id > 0:
+            until = self._ref_offsets(spark, batch_id - 1)
+            rows, _ = read_referential(spark, self.settings, self.topics.referential, until)
             self.table.apply(rows)
-        log.info(
-            "enrichment: table rebuilt from %s up to %s: %d products",
-            self.topics.referential,
-            until,
-            len(self.table.names),
-        )
+            log.info(
+                "enrichment: table rebuilt from %s up to %s: %d products",
+                self.topics.referential,
+                until,
+                len(self.table.names),
+            )
+        self._next_batch = batch_id
 
-    def _start_offsets(self, spark: SparkSession, batch_id: int) -> dict[int, int]:
-        """The referential offsets where ``batch_id`` starts: the previous batch's end offsets
-        in the checkpoint's offset log (``v1``, metadata, then one JSON line per source)."""
-        path = f"{self.checkpoint}/offsets/{batch_id - 1}"
-        lines = [r.value for r in spark.read.text(path).collect()]
-        for line in lines[2:]:
+    def _ref_offsets(self, spark: SparkSession, batch_id: int) -> dict[int, int]:
+        """The referential's end offsets of ``batch_id`` in the checkpoint's offset log
+        (written before the batch runs: ``v1``, metadata, then one JSON line per source)."""
+        text = read_text(spark, f"{self.checkpoint}/offsets/{batch_id}")
+        for line in text.splitlines()[2:]:
             if not line.startswith("{"):
                 continue
             offsets = json.loads(line)
@@ -482,11 +509,31 @@ class Enrichment:
         return {}
 
 
+def read_text(spark: SparkSession, path: str) -> str:
+    """A small text file on any Hadoop file system (the checkpoint may be on S3 or HDFS)."""
+    jvm: Any = spark.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    stream = fs.open(hadoop_path)
+    try:
+        return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+    finally:
+        stream.close()
+
+
 def read_referential(
-    spark: SparkSession, settings: Settings, topic: str, until: Mapping[int, int]
-) -> list[tuple[int, Version]]:
-    """The valid records of ``topic`` before ``until`` (next offset per partition), parsed by
-    the same Spark SQL as the stream (invalid ones were dead-lettered when first read)."""
+    spark: SparkSession,
+    settings: Settings,
+    topic: str,
+    until: Mapping[int, int],
+    start: Mapping[int, int] | None = None,
+) -> tuple[list[tuple[int, Version]], int]:
+    """The valid records of ``topic`` in ``[start, until)`` (next offsets per partition;
+    ``start`` None or a missing partition: the earliest offset) and how many were read.
+
+    Read by the driver with the source's own reader and checked by the same Spark SQL as
+    the stream (invalid ones are dead-lettered by the batch job, not here).
+    """
     import pyarrow as pa
 
     from streamscale.kafka.admin import KafkaAdmin
@@ -495,22 +542,26 @@ def read_referential(
     from streamscale.kafka.source import KafkaInputPartition, read_range, source_schema
 
     options = parse_source({**settings.source_options(), "subscribe": topic})
-    admin = KafkaAdmin(options.kafka, options.end_offsets_method, settings.request_timeout_s)
-    try:
-        earliest = admin.earliest([TopicPartition(topic, p) for p in until])
-    finally:
-        admin.close()
+    begin = dict(start or {})
+    missing = [TopicPartition(topic, p) for p in until if p not in begin]
+    if missing:
+        admin = KafkaAdmin(options.kafka, options.end_offsets_method, settings.request_timeout_s)
+        try:
+            begin.update({tp.partition: o for tp, o in admin.earliest(missing).items()})
+        finally:
+            admin.close()
     batches: list[Any] = []
     for p, end in sorted(until.items()):
-        start = earliest[TopicPartition(topic, p)]
-        batches.extend(read_range(options, KafkaInputPartition(topic, p, start, end), False))
-    if not batches:
-        return []
-    table = pa.Table.from_batches(batches)
-    df = spark.createDataFrame(table, source_schema(False))
+        if end > begin[p]:
+            part = KafkaInputPartition(topic, p, begin[p], end)
+            batches.extend(read_range(options, part, False))
+    read = sum(b.num_rows for b in batches)
+    if not read:
+        return [], 0
+    df = spark.createDataFrame(pa.Table.from_batches(batches), source_schema(False))
     parsed = parse_referential(df).where("error IS NULL")
     rows = parsed.select("pid", "partition", "offset", "ts_ms", "name", "deleted").toArrow()
     return [
         (r["pid"], (r["partition"], r["offset"], r["ts_ms"], r["name"], bool(r["deleted"])))
         for r in rows.to_pylist()
-    ]
+    ], read

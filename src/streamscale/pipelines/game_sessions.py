@@ -24,8 +24,10 @@ One streaming query, all in Spark SQL (no Python UDF), one checkpoint:
    ``approval time BETWEEN ts AND ts + approval_window_s`` (3 s) pairs them; frames whose
    approval is missing or later are "unapproved" (filtered) and approvals without a frame in
    time are "late approvals", both counted once the watermark passes them.
-3. Approved frames' hits are exploded and decoded (:func:`.hits.sql_hit_columns`) and
-   aggregated per machine in ``session_window(ts, session_gap_s)`` (30 s).
+3. Each frame's hit statistics (count, impact sum and max, counts per impact type and
+   direction) are computed from its decodable hits with array functions before the join
+   (:func:`frame_stats`: no explode, and the join state holds a few integers), and approved
+   frames are summed per machine in ``session_window(ts, session_gap_s)`` (30 s).
 
 Output mode is **append**: a session is written once, when the watermark passes its end (last
 frame + gap + watermark delay after the newest event), never updated. So a session is
@@ -195,28 +197,52 @@ def _shared(df: DataFrame, *keys: str) -> DataFrame:
     return df.repartition(*keys).where(guard)
 
 
-def session_rows(approved_hits: DataFrame, gap: str, output_topic: str) -> DataFrame:
-    """Exploded approved hits → one sink row per session (``key, value, topic, headers``)."""
+def _code_counts(field: str) -> dict[str, str]:
+    """SQL per value of ``field`` (impactType, direction): how many hits of ``good`` have it.
+
+    Compares the field's code in the hex string, from the codec's layout and code tables
+    (valid hits only, so the code alone decides)."""
+    start, width, table = next((s, w, t) for n, s, w, t in codec.HIT_LAYOUT if n == field)
+    assert table is not None
+    return {
+        name: f"size(filter(good, h -> upper(substring(h, {start}, {width})) = '{code:0{width}X}'))"
+        for name, code in table.items()
+    }
+
+
+def frame_stats() -> dict[str, str]:
+    """SQL of one frame's hit statistics over its decodable hits ``good`` (array functions,
+    no explode): what a session sums, computed before the join so that the join state
+    carries a few integers instead of the hit strings."""
+    impact = codec.sql_hit_columns("h")["impact"]
+    stats = {
+        "n_hits": "size(good)",
+        "impact_sum": f"aggregate(good, 0, (acc, h) -> acc + {impact})",
+        "impact_max": f"array_max(transform(good, h -> {impact}))",
+    }
+    stats.update({f"type_{k}": v for k, v in _code_counts("impactType").items()})
+    stats.update({f"dir_{k}": v for k, v in _code_counts("direction").items()})
+    return stats
+
+
+def session_rows(frames: DataFrame, gap: str, output_topic: str) -> DataFrame:
+    """Approved frames with :func:`frame_stats` → one sink row per closed session
+    (``key, value, topic, headers``)."""
     from pyspark.sql import functions as F
 
-    decoded = codec.sql_hit_columns("hit")
-
-    def count_of(field: str, value: str) -> Any:
-        return F.count(F.when(F.expr(decoded[field]) == value, 1)).alias(value)
-
-    sessions = approved_hits.groupBy(F.session_window("et", gap), "machine").agg(
+    sessions = frames.groupBy(F.session_window("et", gap), "machine").agg(
         F.max_by("zone", "ts").alias("zone"),
         F.max_by("game", "ts").alias("game"),
         F.min("ts").alias("firstTs"),
         F.max("ts").alias("lastTs"),
-        F.count(F.when(F.col("pos") == 0, 1)).alias("frames"),
-        F.count("hit").alias("hits"),
-        F.coalesce(F.sum(F.expr(decoded["impact"])), F.lit(0)).alias("totalImpact"),
-        F.max(F.expr(decoded["impact"])).alias("maxImpact"),
-        F.struct(*(count_of("impactType", t) for t in codec.IMPACT_TYPE_CODES)).alias(
+        F.count(F.lit(1)).alias("frames"),
+        F.sum("n_hits").alias("hits"),
+        F.sum("impact_sum").alias("totalImpact"),
+        F.max("impact_max").alias("maxImpact"),
+        F.struct(*(F.sum(f"type_{t}").alias(t) for t in codec.IMPACT_TYPE_CODES)).alias(
             "impactTypes"
         ),
-        F.struct(*(count_of("direction", d) for d in codec.DIRECTION_CODES)).alias("directions"),
+        F.struct(*(F.sum(f"dir_{d}").alias(d) for d in codec.DIRECTION_CODES)).alias("directions"),
     )
     value = F.to_json(
         F.struct(
@@ -318,7 +344,13 @@ class GameSessions:
         )
 
         frames = requests.where("error IS NULL").select(
-            "ts", "machine", "zone", "game", "good", F.size("bad").alias("n_bad"), "et"
+            "ts",
+            "machine",
+            "zone",
+            "game",
+            "et",
+            F.size("bad").alias("n_bad"),
+            *(F.expr(sql).alias(name) for name, sql in frame_stats().items()),
         )
         oks = approvals.where("error IS NULL").select("a_ts", "a_machine", "a_zone", "a_et")
         joined = frames.join(
@@ -335,15 +367,15 @@ class GameSessions:
             ),
             F.count(F.when(F.col("a_ts").isNull(), 1)).alias("unapproved"),
             F.count(F.when(F.col("ts").isNull(), 1)).alias("late_approvals"),
-            F.coalesce(F.sum(F.when(F.col("a_ts").isNotNull(), F.size("good"))), F.lit(0)).alias(
+            F.coalesce(F.sum(F.when(F.col("a_ts").isNotNull(), F.col("n_hits"))), F.lit(0)).alias(
                 "hits"
             ),
             F.coalesce(F.sum(F.when(F.col("a_ts").isNotNull(), F.col("n_bad"))), F.lit(0)).alias(
                 "hits_undecodable"
             ),
         )
-        approved = joined.where("ts IS NOT NULL AND a_ts IS NOT NULL").select(
-            "machine", "zone", "game", "ts", "et", F.posexplode_outer("good").alias("pos", "hit")
+        approved = joined.where("ts IS NOT NULL AND a_ts IS NOT NULL").drop(
+            "a_ts", "a_machine", "a_zone", "a_et", "n_bad"
         )
         return (
             session_rows(approved, gap, self.topics.output)

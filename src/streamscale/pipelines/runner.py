@@ -125,6 +125,15 @@ def progress_dict(progress: Any) -> dict[str, Any]:
     return dict(json.loads(progress.json))
 
 
+def _has_observed(data: Mapping[str, Any]) -> bool:
+    """True when a batch with no input rows still produced counts (a no-data batch that
+    moved the watermark: closed sessions, unapproved frames)."""
+    for row in (data.get("observedMetrics") or {}).values():
+        if isinstance(row, Mapping) and any(row.values()):
+            return True
+    return False
+
+
 # --- running --------------------------------------------------------------------------------
 
 
@@ -162,21 +171,24 @@ def drive(
     query, so the batch in flight is committed first.
     """
     totals: dict[str, int] = {}
-    last_batch = -1
+    # Progress events are told apart by their timestamp: an idle trigger reports the id of
+    # the batch that will run next, so the id alone would hide that batch.
+    last_seen = ""
 
     def report() -> None:
-        nonlocal last_batch
+        nonlocal last_seen
         for progress in query.recentProgress:
             data = progress_dict(progress)
-            batch = int(data.get("batchId", -1))
-            if batch <= last_batch:
+            stamp = str(data.get("timestamp", ""))
+            if stamp <= last_seen:
                 continue
-            last_batch = batch
+            last_seen = stamp
+            if not data.get("numInputRows") and not _has_observed(data):
+                continue  # an idle trigger
             counts = pipeline.batch_counts(progress)
             for key, value in counts.items():
                 totals[key] = totals.get(key, 0) + value
-            if data.get("numInputRows") or counts:
-                echo(format_progress(data, counts))
+            echo(format_progress(data, counts))
 
     while query.isActive:
         query.awaitTermination(POLL_S)

@@ -106,7 +106,7 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
         QUIET,
         obs(executors=1, partitions=2, input_rate=20_000),
         2,
-        Reason.BOUNDED_MAX,
+        Reason.SCALE_UP_RATE,
     ),
     (
         "minPartitions split raises the cap",
@@ -114,17 +114,17 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
         QUIET,
         obs(executors=2, partitions=2, splits=2, input_rate=20_000),
         4,
-        Reason.BOUNDED_MAX,
+        Reason.SCALE_UP_RATE,
     ),
     ("at the cap already", RATE, QUIET, obs(executors=8, input_rate=20_000), 8, Reason.BOUNDED_MAX),
-    ("up to max", RATE, QUIET, obs(executors=4, input_rate=20_000), 8, Reason.BOUNDED_MAX),
+    ("up to max", RATE, QUIET, obs(executors=4, input_rate=20_000), 8, Reason.SCALE_UP_RATE),
     (
         "lag capped by partitions",
         LAG,
         QUIET,
         obs(executors=2, partitions=4, lag=100_000),
         4,
-        Reason.BOUNDED_MAX,
+        Reason.SCALE_UP_BACKLOG,
     ),
     # rate policy sizing
     # 4500/0.7 + 50000/300 + 4500*18/300 = 6865 rec/s → 6.87 / 1.1 → 7
@@ -249,7 +249,7 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
         2,
         Reason.HOLD_UNMEASURED_RATE,
     ),
-    ("lag: down to min", LAG, QUIET, obs(executors=2, lag=0), 1, Reason.BOUNDED_MIN),
+    ("lag: down to min", LAG, QUIET, obs(executors=2, lag=0), 1, Reason.SCALE_DOWN_IDLE),
     ("at min already", LAG, QUIET, obs(executors=1, lag=0), 1, Reason.BOUNDED_MIN),
     # no reversals inside the window
     (

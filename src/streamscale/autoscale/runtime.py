@@ -1,0 +1,83 @@
+"""Wiring the autoscaler onto a live SparkSession: the options ``streamscale run --autoscale``
+and the demo share, and the one function that starts a controller for a query."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from streamscale.autoscale.controller import Controller, DecisionRecord, SnapshotSource
+from streamscale.autoscale.policy import PolicyConfig, PolicyKind
+
+
+@dataclass(frozen=True)
+class AutoscaleOptions:
+    """What a user sets on the command line; the rest of :class:`PolicyConfig` is defaults."""
+
+    policy: PolicyKind = PolicyKind.RATE
+    min_executors: int = 1
+    max_executors: int = 2
+    interval_s: float = 10.0
+    stabilization_window_s: float = 60.0
+    lag_threshold: float = 10_000.0
+    decision_log: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.min_executors < 1:
+            raise ValueError("--min-executors must be at least 1 (a query needs an executor)")
+        if self.max_executors < self.min_executors:
+            raise ValueError(
+                f"--max-executors ({self.max_executors}) must be >= --min-executors "
+                f"({self.min_executors})"
+            )
+        if self.interval_s <= 0:
+            raise ValueError("--autoscale-interval must be > 0 seconds")
+
+    def policy_config(self) -> PolicyConfig:
+        return PolicyConfig(
+            kind=self.policy,
+            min_executors=self.min_executors,
+            max_executors=self.max_executors,
+            stabilization_window_s=self.stabilization_window_s,
+            lag_threshold=self.lag_threshold,
+        )
+
+
+def start_autoscaler(
+    spark: Any,
+    query: str,
+    tracker: SnapshotSource,
+    options: AutoscaleOptions,
+    *,
+    splits_per_partition: int = 1,
+    on_decision: Callable[[DecisionRecord], None] | None = None,
+) -> Controller:
+    """Bring the application to ``min_executors`` and start controlling ``query``.
+
+    A standalone application is granted ``spark.cores.max`` worth of executors at start
+    (dynamic allocation off), so the first act is to scale down to the minimum.
+    """
+    from streamscale.autoscale.actuator import SparkActuator
+
+    actuator = SparkActuator(spark)
+    result = actuator.apply(options.min_executors)
+    if not result.ok:
+        raise RuntimeError(
+            f"the cluster manager refused executor requests ({result.error}): autoscaling "
+            "needs a cluster manager that takes them (standalone, Kubernetes), not local[*]"
+        )
+    controller = Controller(
+        query,
+        tracker,
+        actuator,
+        options.policy_config(),
+        interval_s=options.interval_s,
+        splits_per_partition=splits_per_partition,
+        decision_log=options.decision_log,
+        on_decision=on_decision,
+    )
+    controller.target = result.target
+    controller.start()
+    return controller

@@ -1,0 +1,76 @@
+"""``streamscale demo``: the whole experiment on one machine, in one command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from streamscale.autoscale.policy import PolicyKind
+
+
+def demo(
+    duration: float = typer.Option(240.0, help="Seconds of the run (the report comes after)"),
+    pipeline: str = typer.Option("game-sessions", help="game-sessions or enrichment"),
+    profile: str | None = typer.Option(
+        None,
+        help="Load phases, e.g. steady:800:40,burst:60000,steady:800:70 "
+        "(default: steady, a burst, steady, scaled to --duration)",
+    ),
+    rate: float = typer.Option(800.0, help="Records/s of the default profile's steady phases"),
+    burst: int = typer.Option(60_000, help="Records of the default profile's burst"),
+    report_dir: Path = typer.Option(Path("streamscale-report"), help="Where the report goes"),
+    metrics_port: int = typer.Option(9464, help="/metrics port on 127.0.0.1 (0: a free one)"),
+    policy: PolicyKind = typer.Option(PolicyKind.RATE, help="Autoscaling policy"),
+    max_executors: int = typer.Option(2, help="Executors at most (2 cores here)"),
+    control_interval: float = typer.Option(5.0, help="Seconds between autoscaler decisions"),
+    window: float = typer.Option(30.0, help="Stabilization window before a scale-in (s)"),
+    data_dir: Path | None = typer.Option(None, help="Broker/cluster/checkpoints (default: temp)"),
+    seed: int = typer.Option(7, help="Seed of the load generator"),
+) -> None:
+    """Broker, local Spark cluster, pipeline, autoscaler and load: lag rises, executors are
+    added, lag falls, they are given back. Writes report.html, PNGs and summary.json."""
+    from streamscale.demo import DemoError, DemoOptions, run_demo
+
+    options = DemoOptions(
+        duration_s=duration,
+        pipeline=pipeline,
+        profile=profile,
+        rate=rate,
+        burst=burst,
+        report_dir=report_dir,
+        data_dir=data_dir,
+        metrics_port=metrics_port,
+        max_executors=max_executors,
+        policy=policy,
+        control_interval_s=control_interval,
+        stabilization_window_s=window,
+        seed=seed,
+    )
+    try:
+        summary = run_demo(options)
+    except DemoError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted: everything started was stopped", err=True)
+        raise typer.Exit(130) from None
+    keys = (
+        "verified",
+        "records_in",
+        "records_out",
+        "max_lag",
+        "final_lag",
+        "drain_time_s",
+        "scale_outs",
+        "scale_ins",
+        "first_processed_s",
+        "peak_memory_mb",
+        "run_seconds",
+    )
+    typer.echo(json.dumps({k: summary.get(k) for k in keys}, indent=2))
+    typer.echo(f"report: {report_dir / 'report.html'}")
+    if not summary.get("verified"):
+        typer.echo(f"error: {summary.get('verification')}", err=True)
+        raise typer.Exit(2)

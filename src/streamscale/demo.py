@@ -1,0 +1,602 @@
+"""The experiment in one command: lag rises, executors are added, lag falls, they are removed.
+
+:func:`run_demo` starts the embedded broker and a local standalone Spark cluster, creates the
+pipeline's topics, runs the pipeline with the lag monitor (``/metrics``) and the autoscaler,
+drives the load generator through phases (steady, burst, steady), shows a live view, then
+stops everything it started (by PID), reads the topics back to verify the output, and writes
+the report. Ctrl-C or SIGTERM stops it the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from streamscale import processes
+from streamscale.autoscale.policy import PolicyKind
+from streamscale.autoscale.runtime import AutoscaleOptions, start_autoscaler
+from streamscale.generate.profiles import make_schedule
+from streamscale.kafka.admin import KafkaAdmin
+from streamscale.kafka.offsets import TopicPartition
+from streamscale.pipelines import hits as codec
+from streamscale.pipelines.topics import ENRICHMENT, GAME_SESSIONS, pipeline_topics
+from streamscale.settings import Settings, embedded_settings
+
+SENTINEL_MACHINE = "000000"
+"""A machine id the generator never draws (ids are 100000-999999): its frame closes sessions."""
+
+
+class DemoError(RuntimeError):
+    """The demo cannot start (a port is taken, bad options) or failed; one clear line."""
+
+
+# --- load profile (pure) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of the load: ``steady`` at ``rate`` for ``seconds``, or a ``burst`` of
+    ``count`` records as fast as the broker takes them."""
+
+    kind: str
+    rate: float = 0.0
+    seconds: float = 0.0
+    count: int = 0
+
+    def describe(self) -> str:
+        if self.kind == "burst":
+            return f"burst of {self.count:,}"
+        return f"steady {self.rate:,.0f}/s for {self.seconds:.0f} s"
+
+
+def parse_profile(spec: str) -> list[Phase]:
+    """``steady:RATE:SECONDS,burst:COUNT,...`` → phases (a clear error for anything else)."""
+    phases = []
+    for part in [p.strip() for p in spec.split(",") if p.strip()]:
+        fields = part.split(":")
+        try:
+            if fields[0] == "steady" and len(fields) == 3:
+                phase = Phase("steady", rate=float(fields[1]), seconds=float(fields[2]))
+                if phase.rate <= 0 or phase.seconds <= 0:
+                    raise ValueError
+            elif fields[0] == "burst" and len(fields) == 2:
+                phase = Phase("burst", count=int(fields[1]))
+                if phase.count <= 0:
+                    raise ValueError
+            else:
+                raise ValueError
+        except ValueError:
+            raise DemoError(
+                f"bad profile phase {part!r}: use steady:RATE:SECONDS or burst:COUNT, "
+                "comma-separated"
+            ) from None
+        phases.append(phase)
+    if not phases:
+        raise DemoError("the profile has no phase")
+    return phases
+
+
+def default_profile(duration_s: float, rate: float, burst: int) -> list[Phase]:
+    """Steady, a burst, steady again; generation ends early enough to drain and scale in."""
+    return [
+        Phase("steady", rate=rate, seconds=round(duration_s * 0.15)),
+        Phase("burst", count=burst),
+        Phase("steady", rate=rate, seconds=round(duration_s * 0.3)),
+    ]
+
+
+# --- options and result --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    duration_s: float = 240.0
+    pipeline: str = GAME_SESSIONS
+    profile: str | None = None
+    rate: float = 800.0
+    burst: int = 60_000
+    report_dir: Path = Path("streamscale-report")
+    data_dir: Path | None = None
+    metrics_port: int = 9464
+    partitions: int = 4
+    min_executors: int = 1
+    max_executors: int = 2
+    policy: PolicyKind = PolicyKind.RATE
+    control_interval_s: float = 5.0
+    stabilization_window_s: float = 30.0
+    seed: int = 7
+    max_offsets_per_trigger: int = 20_000
+    """Short batches keep the lag signal fresh while a backlog drains."""
+
+    def phases(self) -> list[Phase]:
+        if self.profile:
+            return parse_profile(self.profile)
+        return default_profile(self.duration_s, self.rate, self.burst)
+
+
+@dataclass
+class GeneratorState:
+    """What the load thread did, for the summary and the verification.
+
+    ``pipeline_ready`` is set once the pipeline has processed its first records: a burst
+    waits for it (at most :data:`READY_WAIT_S`), so that it lands on a running pipeline
+    rather than on one still starting its Python workers.
+    """
+
+    records: int = 0
+    frames: int = 0
+    max_event_ms: int = 0
+    done: threading.Event = field(default_factory=threading.Event)
+    pipeline_ready: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+
+READY_WAIT_S = 90.0
+
+
+# --- memory of everything started ----------------------------------------------------------
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and its descendants, from /proc (Linux)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def rss_bytes(pids: Sequence[int]) -> int:
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{pid}/statm") as f:
+            total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return total
+
+
+class MemorySampler:
+    """Peak resident memory of this process and everything it started, sampled every second."""
+
+    def __init__(self, interval_s: float = 1.0) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
+        self.interval_s = interval_s
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.peak = max(self.peak, rss_bytes(process_tree(os.getpid())))
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM cleans up like Ctrl-C."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def preflight(options: DemoOptions) -> None:
+    """Everything that can be refused before any process starts."""
+    if options.pipeline not in (ENRICHMENT, GAME_SESSIONS):
+        raise DemoError(f"unknown pipeline {options.pipeline!r}: {ENRICHMENT} or {GAME_SESSIONS}")
+    if options.metrics_port and processes.port_in_use(options.metrics_port):
+        raise DemoError(
+            f"port {options.metrics_port} on 127.0.0.1 (metrics) is taken: free it or pass "
+            "--metrics-port with another port (0 picks a free one)"
+        )
+    if options.duration_s < 30:
+        raise DemoError("--duration must be at least 30 seconds")
+    options.phases()
+    AutoscaleOptions(min_executors=options.min_executors, max_executors=options.max_executors)
+    options.report_dir.mkdir(parents=True, exist_ok=True)
+    if not os.access(options.report_dir, os.W_OK):
+        raise DemoError(f"cannot write the report to {options.report_dir}")
+
+
+def run_demo(options: DemoOptions, *, console: Any = None) -> dict[str, Any]:
+    """Run the experiment; return the summary (also written to the report directory)."""
+    preflight(options)
+    from streamscale import report
+    from streamscale.kafka import broker as embedded
+
+    data_dir = options.data_dir or Path(tempfile.mkdtemp(prefix="streamscale-demo-"))
+    began = time.time()
+    points: list[report.TimelinePoint] = []
+    with (
+        _terminate_as_interrupt(),
+        MemorySampler() as memory,
+        embedded.embedded_broker(data_dir / "broker") as running_broker,
+    ):
+        with contextlib.ExitStack() as stack:
+            outcome = _experiment(options, running_broker, data_dir, began, points, stack, console)
+        # Spark and the cluster are stopped; the broker still runs to read the topics back.
+        verification = _verify(options, outcome)
+    summary = report.summarize(
+        points,
+        outcome.decisions,
+        records_in=outcome.records_in,
+        records_out=verification.records_out,
+        verified=verification.ok,
+        start_epoch=began,
+        extra={
+            "pipeline": options.pipeline,
+            "verification": verification.message,
+            "first_processed_s": outcome.first_processed_s,
+            "peak_memory_mb": round(memory.peak / 2**20),
+            "run_seconds": round(time.time() - began, 1),
+            "phases": [p.describe() for p in options.phases()],
+            "metrics_url": outcome.metrics_url,
+        },
+    )
+    report.write_report(options.report_dir, points, outcome.decisions, summary, start_epoch=began)
+    return summary
+
+
+@dataclass
+class Outcome:
+    settings: Settings
+    records_in: int
+    decisions: list[Any]
+    first_processed_s: float | None
+    metrics_url: str | None
+    generator: GeneratorState
+    close_before_ms: int
+
+
+def _experiment(
+    options: DemoOptions,
+    running_broker: Any,
+    data_dir: Path,
+    began: float,
+    points: list[Any],
+    stack: contextlib.ExitStack,
+    console: Any,
+) -> Outcome:
+    from streamscale import cluster, report
+    from streamscale.lag import start_monitor
+    from streamscale.pipelines.runner import make_pipeline, trigger_for
+    from streamscale.spark import session
+
+    local = stack.enter_context(
+        cluster.local_cluster(data_dir / "cluster", workers=1, cores=2, memory="3g")
+    )
+    settings = embedded_settings(
+        running_broker.bootstrap,
+        spark_master=local.master_url,
+        checkpoint_dir=data_dir / "checkpoints",
+        trigger_interval_s=1.0,
+        max_offsets_per_trigger=options.max_offsets_per_trigger,
+        starting_offsets="earliest",
+        shuffle_partitions=4,
+        driver_memory="512m",
+        executor_memory="512m",
+        metrics_port=options.metrics_port,
+    )
+    admin = KafkaAdmin(settings.kafka_config(), settings.end_offsets_method)
+    stack.callback(admin.close)
+    admin.apply(pipeline_topics(options.partitions, settings.retention_ms)[options.pipeline])
+
+    conf = local.app_conf(
+        max_executors=options.max_executors, executor_memory=settings.executor_memory
+    )
+    spark = session(settings, app_name="streamscale-demo", extra_conf=conf)
+    stack.callback(spark.stop)
+    monitor = start_monitor(spark, port=options.metrics_port)
+    stack.callback(monitor.stop)
+    metrics_url = monitor.server.url if monitor.server is not None else None
+
+    pipeline = make_pipeline(options.pipeline, settings, str(data_dir / "checkpoints" / "demo"))
+    decisions: list[Any] = []
+    autoscale = AutoscaleOptions(
+        policy=options.policy,
+        min_executors=options.min_executors,
+        max_executors=options.max_executors,
+        interval_s=options.control_interval_s,
+        stabilization_window_s=options.stabilization_window_s,
+        decision_log=options.report_dir / "decisions.jsonl",
+    )
+    controller = start_autoscaler(
+        spark, pipeline.name, monitor.tracker, autoscale, on_decision=decisions.append
+    )
+    stack.callback(controller.stop)
+    warm = threading.Thread(target=_warm_up, args=(spark,), name="warm-up", daemon=True)
+    warm.start()  # the executor's Python workers start while the query is planned
+    query = pipeline.start(spark, trigger_for(settings, available_now=False))
+    stack.callback(_stop_query, query)
+
+    state = GeneratorState()
+    stop_load = threading.Event()
+    stack.callback(stop_load.set)
+    load = threading.Thread(
+        target=_drive_load,
+        args=(options, settings, state, stop_load),
+        name="load-generator",
+        daemon=True,
+    )
+    load.start()
+
+    first_processed: float | None = None
+    view = report.LiveView(console, start_epoch=began)
+    deadline = began + options.duration_s
+    with view:
+        while time.time() < deadline:
+            if not query.isActive:
+                raise DemoError(f"the pipeline stopped: {query.exception()}")
+            if state.error is not None:
+                raise DemoError(f"the load generator failed: {state.error}")
+            now = time.time()
+            snap = monitor.tracker.snapshot(pipeline.name, now)
+            if first_processed is None and _processed_any(snap):
+                first_processed = now - began
+                state.pipeline_ready.set()
+            target = controller.target
+            running = controller.actuator.running()
+            point = report.point_from_snapshot(snap, now - began, target, running, max_age_s=30)
+            points.append(point)
+            view.update(point, decisions)
+            time.sleep(max(0.0, 1.0 - (time.time() - now)))
+    stop_load.set()
+    load.join(timeout=60)
+    close_before = _close_sessions(options, settings, state)
+
+    def lag() -> int | None:
+        snap = monitor.tracker.snapshot(pipeline.name, time.time())
+        return None if snap is None or snap.age_s > 10 else snap.total_lag
+
+    outputs, wanted = _wanted_output(options, settings)
+    _await_output(admin, outputs, wanted, options.partitions, lag)
+    controller.stop()
+    return Outcome(
+        settings,
+        state.records,
+        decisions,
+        None if first_processed is None else round(first_processed, 1),
+        metrics_url,
+        state,
+        close_before,
+    )
+
+
+def _warm_up(spark: Any) -> None:
+    """Run one tiny Python task so that the executor's Python worker is up before batch 0."""
+    with contextlib.suppress(Exception):
+        spark.sparkContext.parallelize([0], 1).map(lambda x: x).count()
+
+
+def _processed_any(snap: Any) -> bool:
+    return snap is not None and any(p.processed_offset > 0 for p in snap.partitions)
+
+
+def _stop_query(query: Any) -> None:
+    with contextlib.suppress(Exception):
+        query.stop()
+
+
+def _drive_load(
+    options: DemoOptions, settings: Settings, state: GeneratorState, stop: threading.Event
+) -> None:
+    """Run the phases one after the other; the event time never goes back between phases."""
+    from streamscale.generate import game_frames, purchases, referential
+    from streamscale.generate.producer import produce
+
+    rng = random.Random(options.seed)
+    try:
+        if options.pipeline == ENRICHMENT:
+            plan = referential.plan_for_products(2_000, 0.1, 0.02)
+            produce(
+                settings,
+                referential.referential_records(rng, plan, "referentiel"),
+                make_schedule("burst", rate=math.inf, count=plan.total),
+                ["referentiel"],
+                progress=False,
+            )
+        machines = game_frames.make_machines(rng)
+        for phase in options.phases():
+            if stop.is_set():
+                break
+            if phase.kind == "burst":
+                state.pipeline_ready.wait(READY_WAIT_S)
+                schedule = make_schedule("burst", rate=math.inf, count=phase.count)
+            else:
+                schedule = make_schedule("steady", rate=phase.rate, duration_s=phase.seconds)
+            if options.pipeline == GAME_SESSIONS:
+                start_ms = max(int(time.time() * 1000), state.max_event_ms + 1)
+                frames = game_frames.GameFrames(
+                    rng,
+                    schedule,
+                    start_ms=start_ms,
+                    request_topic="GAME-FRAME-RQ",
+                    approval_topic="GAME-FRAME-RS",
+                    machines=machines,
+                )
+                records: Iterator[Any] = _watch(frames.records(), state, stop)
+                topics = ["GAME-FRAME-RQ", "GAME-FRAME-RS"]
+            else:
+                records = _watch(
+                    purchases.purchase_records(rng, schedule.total, "achats", products=2_000),
+                    state,
+                    stop,
+                )
+                topics = ["achats"]
+            stats = produce(settings, records, schedule, topics, progress=False)
+            state.records += stats.records
+            state.frames += stats.counted
+    except BaseException as exc:
+        state.error = exc
+    finally:
+        state.done.set()
+
+
+def _watch(records: Iterator[Any], state: GeneratorState, stop: threading.Event) -> Iterator[Any]:
+    """Pass records through, noting the newest event time; end early when asked to stop."""
+    for record in records:
+        if stop.is_set():
+            return
+        if record[3] > state.max_event_ms:
+            state.max_event_ms = record[3]
+        yield record
+
+
+def _close_sessions(options: DemoOptions, settings: Settings, state: GeneratorState) -> int:
+    """Send one approved frame far enough ahead in event time to close every session.
+
+    Returns the event time (ms) before which every session must have been written.
+    """
+    if options.pipeline != GAME_SESSIONS:
+        return 0
+    from confluent_kafka import Producer
+
+    from streamscale.kafka.client import producer_config
+
+    ts = state.max_event_ms + int(
+        (settings.session_gap_s + settings.watermark_delay_s + settings.approval_window_s + 5)
+        * 1000
+    )
+    key = codec.header_json(codec.FrameHeader(ts, SENTINEL_MACHINE, "EU"))
+    value = codec.body_json(codec.FrameBody(codec.GAMES[0], ("2A114101",)))
+    producer = Producer(producer_config(settings.kafka_config()))
+    producer.produce("GAME-FRAME-RQ", value, key, timestamp=ts)
+    producer.produce("GAME-FRAME-RS", value, key, timestamp=ts)
+    if producer.flush(30):
+        raise DemoError("could not deliver the session-closing frame")
+    return state.max_event_ms + 1
+
+
+def _wanted_output(options: DemoOptions, settings: Settings) -> tuple[list[str], int]:
+    """Output topics and the number of records they must hold once the input is processed."""
+    from streamscale import verify
+
+    if options.pipeline == GAME_SESSIONS:
+        requests = _read_topic(settings, "GAME-FRAME-RQ", options.partitions)
+        approvals = _read_topic(settings, "GAME-FRAME-RS", options.partitions)
+        frames = verify.approved_frames(requests, approvals, int(settings.approval_window_s * 1000))
+        expected = verify.expected_sessions(
+            frames, int(settings.session_gap_s * 1000), exclude_machines=[SENTINEL_MACHINE]
+        )
+        return ["SESSIONS"], len(expected)
+    purchases = _read_topic(settings, "achats", options.partitions)
+    return ["achats-enrichis", "enrichment-dlq"], len(purchases)
+
+
+def _await_output(
+    admin: KafkaAdmin,
+    outputs: Sequence[str],
+    wanted: int,
+    partitions: int,
+    lag: Callable[[], int | None],
+    timeout_s: float = 180.0,
+) -> None:
+    """Wait (bounded) until the input is processed and the outputs hold ``wanted`` records."""
+    tps = [TopicPartition(topic, p) for topic in outputs for p in range(partitions)]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if lag() == 0 and sum(admin.end_offsets(tps).values()) >= wanted:
+            return
+        time.sleep(1)
+
+
+@dataclass
+class VerifyOutcome:
+    ok: bool
+    message: str
+    records_out: int
+
+
+def _read_topic(settings: Settings, topic: str, partitions: int) -> list[tuple[Any, Any, int]]:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+
+    admin = KafkaAdmin(settings.kafka_config(), settings.end_offsets_method)
+    ends = admin.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+    admin.close()
+    want = sum(ends.values())
+    consumer = Consumer(
+        {
+            **settings.kafka_config(),
+            "group.id": "streamscale-demo-verify",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([CTP(topic, p, 0) for p in range(partitions)])
+    out: list[tuple[Any, Any, int]] = []
+    deadline = time.monotonic() + 120
+    while len(out) < want and time.monotonic() < deadline:
+        for msg in consumer.consume(10_000, 0.5):
+            if msg.error() is None:
+                out.append((msg.key(), msg.value(), msg.timestamp()[1]))
+    consumer.close()
+    if len(out) < want:
+        raise DemoError(f"could read only {len(out)} of {want} records of {topic} back")
+    return out
+
+
+def _verify(options: DemoOptions, outcome: Outcome) -> VerifyOutcome:
+    """Read inputs and outputs back (the broker still runs) and compare with the reference."""
+    from streamscale import verify
+
+    s, n = outcome.settings, options.partitions
+    if options.pipeline == GAME_SESSIONS:
+        requests = _read_topic(s, "GAME-FRAME-RQ", n)
+        approvals = _read_topic(s, "GAME-FRAME-RS", n)
+        sessions = _read_topic(s, "SESSIONS", n)
+        frames = verify.approved_frames(requests, approvals, int(s.approval_window_s * 1000))
+        expected = verify.expected_sessions(
+            frames, int(s.session_gap_s * 1000), exclude_machines=[SENTINEL_MACHINE]
+        )
+        actual = verify.actual_sessions(sessions)
+        result = verify.compare_sessions(expected, actual)
+        return VerifyOutcome(result.ok, result.summary(), len(sessions))
+    purchases = _read_topic(s, "achats", n)
+    enriched = _read_topic(s, "achats-enrichis", n)
+    dead = _read_topic(s, "enrichment-dlq", n)
+    names: dict[int, set[str]] = {}
+    for _, value, _ in _read_topic(s, "referentiel", n):
+        if value is not None:
+            row = json.loads(value)
+            names.setdefault(int(row["id"]), set()).add(str(row["name"]))
+    result = verify.compare_enrichment(purchases, enriched, dead, names)
+    return VerifyOutcome(result.ok, result.summary(), len(enriched))
