@@ -82,13 +82,18 @@ def observation(
     pending: int,
     splits_per_partition: int = 1,
     batch_executors: dict[int, int] | None = None,
+    known_partitions: int = 1,
 ) -> Observation:
-    """The policy's view of a lag snapshot (None → missing metrics, never zero lag)."""
+    """The policy's view of a lag snapshot (None → missing metrics, never zero lag).
+
+    Without a snapshot the partition count is ``known_partitions`` (the last one seen), so
+    that a metrics outage does not also shrink the usable parallelism.
+    """
     if snapshot is None or not snapshot.partitions:
         return Observation(
             now_s=now,
             executors=running,
-            partitions=1,
+            partitions=max(1, known_partitions),
             pending_executors=pending,
             splits_per_partition=splits_per_partition,
         )
@@ -138,6 +143,7 @@ class Controller:
         self.requested_at: float | None = None
         self.records: list[DecisionRecord] = []
         self._batch_executors: dict[int, int] = {}
+        self._partitions = self.config.max_executors * self.config.executor_cores
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._log_file: IO[str] | None = None
@@ -165,6 +171,8 @@ class Controller:
             if snapshot is not None:
                 for batch in snapshot.batches:
                     self._batch_executors.setdefault(batch.batch_id, running)
+                if snapshot.partitions:
+                    self._partitions = len(snapshot.partitions)
             obs = observation(
                 snapshot,
                 now=now,
@@ -172,6 +180,7 @@ class Controller:
                 pending=pending,
                 splits_per_partition=self.splits_per_partition,
                 batch_executors=self._batch_executors,
+                known_partitions=self._partitions,
             )
             decision, self.state = decide(self.config, self.state, obs)
             result = self._apply(decision, running)
@@ -180,7 +189,9 @@ class Controller:
         return record
 
     def _apply(self, decision: Decision, running: int) -> ApplyResult | None:
-        if decision.desired == self.target:
+        # Re-apply when more executors run than wanted (a kill lost, executors granted before
+        # the first request): the actuator is idempotent and kills the surplus.
+        if decision.desired == self.target and running <= decision.desired:
             return None
         result = self.actuator.apply(decision.desired)
         if result.ok:

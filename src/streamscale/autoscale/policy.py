@@ -326,11 +326,12 @@ def decide(
     if config.kind is PolicyKind.LAG:
         target = _lag_target(config, obs)
     else:
-        rate = executor_rate(obs, hi)
-        if rate is None:
-            return hold(Reason.HOLD_UNMEASURED_RATE)
         capacity = _rate_capacity(config, obs)
-        target = capacity / rate
+        rate = executor_rate(obs, hi)
+        if rate is None and capacity > 0:
+            return hold(Reason.HOLD_UNMEASURED_RATE)
+        # Nothing arriving and nothing behind needs no capacity, whatever the rate.
+        target = 0.0 if rate is None else capacity / rate
     if current > 0 and abs(target / current - 1) <= config.tolerance:
         return hold(Reason.HOLD_WITHIN_TOLERANCE, target)
     if rate is None:

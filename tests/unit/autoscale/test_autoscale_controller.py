@@ -150,3 +150,27 @@ def test_background_loop_starts_and_stops(tmp_path: Path) -> None:
             time.sleep(0.01)
     assert len(controller.records) >= 3
     assert controller._thread is None
+
+
+def test_surplus_executors_are_removed_even_when_the_target_is_already_met(tmp_path: Path) -> None:
+    controller, tracker, actuator, clock = make(tmp_path)
+    controller.target = 1  # asked for 1 at start, but the cluster had granted 2 already
+    actuator.current = 2
+    record = controller.step()  # no metrics yet: the policy holds at 2...
+    assert record.reason == Reason.HOLD_MISSING_METRICS
+    assert record.desired == 2
+    feed(tracker, clock.t, [0] * 4, [0] * 4, 1, busy=0.5)
+    for _ in range(8):
+        clock.t += 5
+        feed(tracker, clock.t, [0] * 4, [0] * 4, 0, busy=0.1)
+        controller.step()
+    assert actuator.running() == 1
+
+
+def test_missing_metrics_do_not_shrink_the_partition_cap(tmp_path: Path) -> None:
+    controller, _, actuator, _ = make(tmp_path)
+    actuator.current = 2
+    controller.target = 2
+    record = controller.step()
+    assert record.reason == Reason.HOLD_MISSING_METRICS and record.desired == 2
+    assert actuator.running() == 2
