@@ -34,6 +34,9 @@ from streamscale.pipelines import hits as codec
 from streamscale.pipelines.topics import ENRICHMENT, GAME_SESSIONS, pipeline_topics
 from streamscale.settings import Settings, embedded_settings
 
+LEAN_JVM = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=96m -XX:MaxMetaspaceSize=256m"
+"""JVM options of the demo's driver and executors: less memory than G1's defaults."""
+
 SENTINEL_MACHINE = "000000"
 """A machine id the generator never draws (ids are 100000-999999): its frame closes sessions."""
 
@@ -270,6 +273,7 @@ def run_demo(options: DemoOptions, *, console: Any = None) -> dict[str, Any]:
             "run_seconds": round(time.time() - began, 1),
             "phases": [p.describe() for p in options.phases()],
             "metrics_url": outcome.metrics_url,
+            "executor_tasks": outcome.executor_tasks,
         },
     )
     report.write_report(options.report_dir, points, outcome.decisions, summary, start_epoch=began)
@@ -278,6 +282,8 @@ def run_demo(options: DemoOptions, *, console: Any = None) -> dict[str, Any]:
 
 @dataclass
 class Outcome:
+    executor_tasks: dict[str, int]
+    """Tasks run by each executor the application had (ids as Spark numbers them)."""
     settings: Settings
     records_in: int
     decisions: list[Any]
@@ -297,10 +303,13 @@ def _experiment(
     console: Any,
 ) -> Outcome:
     from streamscale import cluster, report
+    from streamscale.autoscale.actuator import SparkActuator
     from streamscale.lag import start_monitor
     from streamscale.pipelines.runner import make_pipeline, trigger_for
     from streamscale.spark import session
 
+    say = _Say(began, console)
+    say(f"broker at {running_broker.bootstrap}")
     local = stack.enter_context(
         cluster.local_cluster(data_dir / "cluster", workers=1, cores=2, memory="3g")
     )
@@ -318,14 +327,21 @@ def _experiment(
     )
     admin = KafkaAdmin(settings.kafka_config(), settings.end_offsets_method)
     stack.callback(admin.close)
+    say(f"Spark cluster at {local.master_url}")
     admin.apply(pipeline_topics(options.partitions, settings.retention_ms)[options.pipeline])
 
-    conf = local.app_conf(
-        max_executors=options.max_executors, executor_memory=settings.executor_memory
-    )
+    conf = {
+        **local.app_conf(
+            max_executors=options.max_executors, executor_memory=settings.executor_memory
+        ),
+        # Small JVMs: the whole experiment stays within the memory budget of a laptop.
+        "spark.driver.extraJavaOptions": LEAN_JVM,
+        "spark.executor.extraJavaOptions": LEAN_JVM,
+    }
     spark = session(settings, app_name="streamscale-demo", extra_conf=conf)
     stack.callback(spark.stop)
     monitor = start_monitor(spark, port=options.metrics_port)
+    say(f"Spark application up; metrics at {monitor.server.url if monitor.server else '-'}")
     stack.callback(monitor.stop)
     metrics_url = monitor.server.url if monitor.server is not None else None
 
@@ -345,7 +361,10 @@ def _experiment(
     stack.callback(controller.stop)
     warm = threading.Thread(target=_warm_up, args=(spark,), name="warm-up", daemon=True)
     warm.start()  # the executor's Python workers start while the query is planned
+    say(f"autoscaler on ({options.policy} policy), {controller.actuator.running()} executor(s)")
     query = pipeline.start(spark, trigger_for(settings, available_now=False))
+    load_text = ", ".join(p.describe() for p in options.phases())
+    say(f"pipeline {pipeline.name} started; load: {load_text}")
     stack.callback(_stop_query, query)
 
     state = GeneratorState()
@@ -360,6 +379,8 @@ def _experiment(
     load.start()
 
     first_processed: float | None = None
+    tasks: dict[str, int] = {}
+    actuator = SparkActuator(spark)
     view = report.LiveView(console, start_epoch=began)
     deadline = began + options.duration_s
     with view:
@@ -374,7 +395,10 @@ def _experiment(
                 first_processed = now - began
                 state.pipeline_ready.set()
             target = controller.target
-            running = controller.actuator.running()
+            executors = actuator.executors()
+            running = len(executors)
+            for executor in executors:
+                tasks[executor.id] = max(tasks.get(executor.id, 0), executor.total_tasks)
             point = report.point_from_snapshot(snap, now - began, target, running, max_age_s=30)
             points.append(point)
             view.update(point, decisions)
@@ -391,6 +415,7 @@ def _experiment(
     _await_output(admin, outputs, wanted, options.partitions, lag)
     controller.stop()
     return Outcome(
+        tasks,
         settings,
         state.records,
         decisions,
@@ -399,6 +424,21 @@ def _experiment(
         state,
         close_before,
     )
+
+
+class _Say:
+    """Progress lines of the start-up, stamped with the seconds since the command began."""
+
+    def __init__(self, began: float, console: Any) -> None:
+        self.began = began
+        self.console = console
+
+    def __call__(self, text: str) -> None:
+        line = f"[{time.time() - self.began:5.1f}s] {text}"
+        if self.console is not None:
+            self.console.print(line, highlight=False, markup=False)
+        else:
+            print(line, flush=True)
 
 
 def _warm_up(spark: Any) -> None:

@@ -3,6 +3,8 @@ and the demo share, and the one function that starts a controller for a query.""
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,16 +55,24 @@ def start_autoscaler(
     *,
     splits_per_partition: int = 1,
     on_decision: Callable[[DecisionRecord], None] | None = None,
+    register_timeout_s: float = 30.0,
 ) -> Controller:
     """Bring the application to ``min_executors`` and start controlling ``query``.
 
     A standalone application is granted ``spark.cores.max`` worth of executors at start
-    (dynamic allocation off), so the first act is to scale down to the minimum.
+    (dynamic allocation off), so the first act is to scale down to the minimum — once those
+    executors have registered, or a kill issued before would miss them.
     """
     from streamscale.autoscale.actuator import SparkActuator
 
     actuator = SparkActuator(spark)
+    granted = actuator.max_executors or options.max_executors
+    deadline = time.monotonic() + register_timeout_s
+    while actuator.running() < granted and time.monotonic() < deadline:
+        time.sleep(0.2)
     result = actuator.apply(options.min_executors)
+    with contextlib.suppress(TimeoutError):
+        actuator.wait_for(options.min_executors, timeout_s=register_timeout_s)
     if not result.ok:
         raise RuntimeError(
             f"the cluster manager refused executor requests ({result.error}): autoscaling "

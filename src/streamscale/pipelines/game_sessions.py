@@ -35,6 +35,10 @@ emitted about 40 s (event time) after its last frame by default, and sessions st
 an ``--available-now`` run ends stay in the state store (RocksDB, changelog checkpointing)
 and continue in the next run.
 
+Limits: an approval delivered twice (an upstream replay) pairs twice and its frame counts
+twice; the approval's body is not read (it is the frame's, byte for byte). Frames or approvals
+later than the watermark are dropped by Spark, uncounted.
+
 Counts (observed metrics in each batch's progress, :func:`batch_counts`): frames in = frames
 dead-lettered + approved + unapproved (+ frames still waiting in the join state); approvals
 in = approvals dead-lettered + approved + late approvals (+ waiting); hits of approved frames
@@ -66,6 +70,7 @@ KEY_FIELDS: Final = {
 }
 BODY_FIELDS: Final = {"game": "a game name", "hits": "a list of hit strings"}
 
+CHECKED_DDL: Final = "ARRAY<STRUCT<hit: STRING, i: INT, reason: STRING>>"
 OBSERVATIONS: Final = ("frames_dlq", "approvals_dlq", "hits_dlq", "join")
 
 
@@ -120,33 +125,52 @@ def parse_requests(df: DataFrame) -> DataFrame:
         f"WHEN ({body_error}) IS NOT NULL THEN ({body_detail}) "
         f"WHEN {body_invalid} THEN 'frame body: unknown game or not {lo}-{hi} hits' END"
     )
+    # Fast path: one (code-generated) regex validates the whole comma-joined list; only a
+    # frame that fails it checks its hits one by one (a lambda, interpreted: 5x slower).
+    joined = "concat_ws(',', b.hits)"
+    all_valid = (
+        f"(length({joined}) = size(b.hits) * {codec.HIT_HEX_LENGTH + 1} - 1 "
+        f"AND {joined} RLIKE {dl.sql_str(hits_regex())})"
+    )
     checked = (
+        f"CASE WHEN {all_valid} THEN NULL ELSE "
         "transform(b.hits, (h, i) -> named_struct('hit', h, 'i', i, "
-        f"'reason', {codec.sql_hit_error('h')}))"
+        f"'reason', {codec.sql_hit_error('h')})) END"
     )
     parsed = df.select(
         "*",
         F.from_json(F.expr("CAST(key AS STRING)"), KEY_SCHEMA).alias("k"),
         F.from_json(F.expr(text), BODY_SCHEMA).alias("b"),
     )
-    return parsed.select(
-        "key",
-        "value",
-        "topic",
-        "partition",
-        "offset",
-        "timestamp",
-        F.col("k.ts").alias("ts"),
-        F.col("k.machine").alias("machine"),
-        F.col("k.zone").alias("zone"),
-        F.col("b.game").alias("game"),
-        F.expr(checked).alias("checked"),
-        F.expr(error).alias("error"),
-        F.expr(detail).alias("detail"),
-    ).select(
-        "*",
-        F.expr("transform(filter(checked, x -> x.reason IS NULL), x -> x.hit)").alias("good"),
-        F.expr("filter(checked, x -> x.reason IS NOT NULL)").alias("bad"),
+    return (
+        parsed.select(
+            "key",
+            "value",
+            "topic",
+            "partition",
+            "offset",
+            "timestamp",
+            F.col("k.ts").alias("ts"),
+            F.col("k.machine").alias("machine"),
+            F.col("k.zone").alias("zone"),
+            F.col("b.game").alias("game"),
+            F.col("b.hits").alias("b_hits"),
+            F.expr(checked).alias("checked"),
+            F.expr(error).alias("error"),
+            F.expr(detail).alias("detail"),
+        )
+        .select(
+            "*",
+            F.expr(
+                "CASE WHEN checked IS NULL THEN b_hits "
+                "ELSE transform(filter(checked, x -> x.reason IS NULL), x -> x.hit) END"
+            ).alias("good"),
+            F.expr(
+                f"CASE WHEN checked IS NULL THEN CAST(array() AS {CHECKED_DDL}) "
+                "ELSE filter(checked, x -> x.reason IS NOT NULL) END"
+            ).alias("bad"),
+        )
+        .drop("b_hits")
     )
 
 
@@ -197,31 +221,50 @@ def _shared(df: DataFrame, *keys: str) -> DataFrame:
     return df.repartition(*keys).where(guard)
 
 
-def _code_counts(field: str) -> dict[str, str]:
-    """SQL per value of ``field`` (impactType, direction): how many hits of ``good`` have it.
-
-    Compares the field's code in the hex string, from the codec's layout and code tables
-    (valid hits only, so the code alone decides)."""
-    start, width, table = next((s, w, t) for n, s, w, t in codec.HIT_LAYOUT if n == field)
-    assert table is not None
-    return {
-        name: f"size(filter(good, h -> upper(substring(h, {start}, {width})) = '{code:0{width}X}'))"
-        for name, code in table.items()
-    }
+def hits_regex() -> str:
+    """Java regex of a comma-joined list of valid hits (any case), from the codec's layout
+    and code tables: exactly the hits :func:`.hits.decode_hit` accepts."""
+    fields = []
+    for _, _, width, table in sorted(codec.HIT_LAYOUT, key=lambda f: f[1]):
+        if table is None:  # the impact value itself
+            codes = [f"{v:0{width}X}" for v in range(codec.IMPACT_MIN, codec.IMPACT_MAX + 1)]
+        else:
+            codes = [f"{code:0{width}X}" for code in table.values()]
+        fields.append("(?:" + "|".join(codes) + ")")
+    hit = "".join(fields)
+    return f"(?i)^{hit}(?:,{hit})*$"
 
 
 def frame_stats() -> dict[str, str]:
-    """SQL of one frame's hit statistics over its decodable hits ``good`` (array functions,
-    no explode): what a session sums, computed before the join so that the join state
-    carries a few integers instead of the hit strings."""
-    impact = codec.sql_hit_columns("h")["impact"]
+    """SQL of one frame's hit statistics over its decodable hits ``good``: what a session
+    sums, computed before the join so that the join state carries a few integers instead of
+    the hit strings. Unrolled over the at most 5 fixed-width hits of the comma-joined list
+    ``hits_text`` (no explode, no lambda: all code-generated)."""
+    step = codec.HIT_HEX_LENGTH + 1
+    layout = {name: (start, width, table) for name, start, width, table in codec.HIT_LAYOUT}
+    slots = range(codec.HITS_PER_FRAME_MAX)
+
+    def field(name: str, i: int) -> str:
+        start, width, _ = layout[name]
+        return f"upper(substring(hits_text, {start + i * step}, {width}))"
+
+    impacts = [
+        f"CASE WHEN n_hits > {i} THEN TRY_CAST(conv({field('impact', i)}, 16, 10) AS INT) END"
+        for i in slots
+    ]
     stats = {
-        "n_hits": "size(good)",
-        "impact_sum": f"aggregate(good, 0, (acc, h) -> acc + {impact})",
-        "impact_max": f"array_max(transform(good, h -> {impact}))",
+        "impact_sum": " + ".join(f"coalesce({x}, 0)" for x in impacts),
+        "impact_max": f"greatest({', '.join(impacts)})",
     }
-    stats.update({f"type_{k}": v for k, v in _code_counts("impactType").items()})
-    stats.update({f"dir_{k}": v for k, v in _code_counts("direction").items()})
+    for prefix, name in (("type", "impactType"), ("dir", "direction")):
+        _, width, table = layout[name]
+        assert table is not None
+        for value, code in table.items():
+            hexed = f"'{code:0{width}X}'"
+            stats[f"{prefix}_{value}"] = " + ".join(
+                f"(CASE WHEN n_hits > {i} AND {field(name, i)} = {hexed} THEN 1 ELSE 0 END)"
+                for i in slots
+            )
     return stats
 
 
@@ -343,14 +386,20 @@ class GameSessions:
             )
         )
 
-        frames = requests.where("error IS NULL").select(
-            "ts",
-            "machine",
-            "zone",
-            "game",
-            "et",
-            F.size("bad").alias("n_bad"),
-            *(F.expr(sql).alias(name) for name, sql in frame_stats().items()),
+        frames = (
+            requests.where("error IS NULL")
+            .select(
+                "ts",
+                "machine",
+                "zone",
+                "game",
+                "et",
+                F.size("bad").alias("n_bad"),
+                F.size("good").alias("n_hits"),
+                F.concat_ws(",", "good").alias("hits_text"),
+            )
+            .select("*", *(F.expr(sql).alias(name) for name, sql in frame_stats().items()))
+            .drop("hits_text")
         )
         oks = approvals.where("error IS NULL").select("a_ts", "a_machine", "a_zone", "a_et")
         joined = frames.join(

@@ -63,3 +63,36 @@ def test_dead_letter_names_and_sql_literals() -> None:
     error = dl.json_error_sql("v", "j", {"id": "an id"})
     assert error.startswith("CASE WHEN j._corrupt IS NULL AND j.`id` IS NOT NULL THEN NULL")
     assert "'not_json'" in error and "'wrong_type'" in error and "'missing_field'" in error
+
+
+def test_hits_regex_accepts_exactly_what_the_codec_decodes() -> None:
+    import random
+    import re
+
+    from streamscale.pipelines import hits as codec
+    from streamscale.pipelines.game_sessions import hits_regex
+
+    pattern = re.compile(hits_regex().removeprefix("(?i)"), re.IGNORECASE)
+    rng = random.Random(3)
+    alphabet = "0123456789ABCDEFabcdef"
+    samples = ["".join(rng.choice(alphabet) for _ in range(8)) for _ in range(20_000)]
+    # valid hits with every code, in both cases, and out-of-range neighbours
+    samples += [
+        f"{impact:02X}{k}{d}{t}{lv}{g:02X}"
+        for impact in (41, 42, 209, 210)
+        for k in (0, 1, 2, 3)
+        for d in (1, 4, 5)
+        for t in (1, 5, 6)
+        for lv in (1, 3, 4)
+        for g in (0, 1, 8, 9)
+    ]
+    samples += [s.lower() for s in samples[-50:]]
+    for sample in samples:
+        try:
+            codec.decode_hit(sample)
+            valid = True
+        except codec.HitDecodeError:
+            valid = False
+        assert bool(pattern.match(sample)) == valid, sample
+    assert pattern.match("2A114101,D1223201")
+    assert not pattern.match("2A114101,D12232")
