@@ -89,7 +89,9 @@ class Settings(BaseSettings):
 
     # Observability
     metrics_host: str = Field("127.0.0.1", description="/metrics bind address")
-    metrics_port: int = Field(9464, ge=0, le=65535, description="/metrics port (0: disabled)")
+    metrics_port: int = Field(
+        9464, ge=-1, le=65535, description="/metrics port (0: a free port, -1: no endpoint)"
+    )
 
     @field_validator("bootstrap_servers")
     @classmethod

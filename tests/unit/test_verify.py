@@ -50,10 +50,13 @@ def test_gap_boundary_is_exclusive_like_session_window() -> None:
     assert len(expected_sessions(frames, gap_ms=30_000)) == 1
 
 
-def test_malformed_frames_are_not_expected() -> None:
+def test_malformed_frames_are_not_expected_and_bad_hits_are_skipped() -> None:
     bad = (b"not json", b"{}", 5)
-    bad_hit = (frame(7)[0], b'{"game":"NeonBrawl","hits":["ZZ"]}', 7)
-    assert approved_frames([bad, bad_hit], [bad, bad_hit], 3000) == []
+    assert approved_frames([bad], [bad], 3000) == []
+    mixed = (frame(7)[0], b'{"game":"NeonBrawl","hits":["ZZ","' + HIT.encode() + b'"]}', 7)
+    only_bad = (frame(9)[0], b'{"game":"NeonBrawl","hits":["ZZ"]}', 9)
+    frames = approved_frames([mixed, only_bad], [mixed, only_bad], 3000)
+    assert expected_sessions(frames, 30_000) == {("123456", 7, 30_009): SessionFigures(1, 1, 100)}
 
 
 def session_record(

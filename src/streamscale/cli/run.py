@@ -23,6 +23,8 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 
+from streamscale.autoscale.policy import PolicyKind
+from streamscale.autoscale.runtime import AutoscaleOptions
 from streamscale.settings import Settings
 
 
@@ -81,6 +83,27 @@ def run(
     available_now: bool = typer.Option(
         False, "--available-now", help="Process what the topics hold now, then exit"
     ),
+    metrics_port: int | None = typer.Option(
+        None, "--metrics-port", help="/metrics port (STREAMSCALE_METRICS_PORT; 0 free, -1 none)"
+    ),
+    autoscale: bool = typer.Option(
+        False, "--autoscale", help="Drive the executor count from lag and rates"
+    ),
+    policy: PolicyKind = typer.Option(PolicyKind.RATE, "--policy", help="rate | lag"),
+    min_executors: int = typer.Option(1, "--min-executors", help="Executors at least"),
+    max_executors: int = typer.Option(2, "--max-executors", help="Executors at most"),
+    autoscale_interval: float = typer.Option(
+        10.0, "--autoscale-interval", help="Seconds between autoscaler decisions"
+    ),
+    window: float = typer.Option(
+        60.0, "--window", help="Stabilization window: seconds without backlog before a scale-in"
+    ),
+    lag_threshold: float = typer.Option(
+        10_000.0, "--lag-threshold", help="lag policy: records of lag per executor"
+    ),
+    decision_log: Path | None = typer.Option(
+        None, "--decision-log", help="JSON-lines file of every autoscaler decision"
+    ),
 ) -> None:
     """Run a pipeline; print one line per batch; Ctrl-C or SIGTERM stops after the batch."""
     from streamscale.pipelines.runner import run as run_pipeline
@@ -94,13 +117,31 @@ def run(
             max_offsets_per_trigger=max_offsets_per_trigger,
             state_store=state_store.value if state_store else None,
             starting_offsets=starting_offsets,
+            metrics_port=metrics_port,
+        )
+        elastic = (
+            AutoscaleOptions(
+                policy=policy,
+                min_executors=min_executors,
+                max_executors=max_executors,
+                interval_s=autoscale_interval,
+                stabilization_window_s=window,
+                lag_threshold=lag_threshold,
+                decision_log=decision_log,
+            )
+            if autoscale
+            else None
         )
     except (ValidationError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     try:
         totals = run_pipeline(
-            pipeline.value, settings, available_now=available_now, checkpoint=checkpoint
+            pipeline.value,
+            settings,
+            available_now=available_now,
+            checkpoint=checkpoint,
+            autoscale=elastic,
         )
     except Exception as exc:
         typer.echo(f"error: {exc}", err=True)

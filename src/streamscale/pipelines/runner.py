@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from streamscale.autoscale.runtime import AutoscaleOptions, start_autoscaler
 from streamscale.settings import Settings
 
 if TYPE_CHECKING:
@@ -206,6 +207,24 @@ def drive(
     return totals
 
 
+def elastic_conf(master: str, autoscale: AutoscaleOptions) -> dict[str, str]:
+    """Spark settings a cluster manager needs for the autoscaler to drive executors."""
+    if master.startswith("spark://"):
+        from streamscale.cluster import app_conf
+
+        return app_conf(master, autoscale.max_executors)
+    if master.startswith("k8s://"):
+        return {
+            "spark.dynamicAllocation.enabled": "false",
+            "spark.executor.instances": str(autoscale.min_executors),
+            "spark.executor.cores": "1",
+        }
+    raise ValueError(
+        f"--autoscale needs a cluster manager that takes executor requests (spark://, k8s://); "
+        f"the master is {master}"
+    )
+
+
 def run(
     name: str,
     settings: Settings,
@@ -213,14 +232,33 @@ def run(
     available_now: bool = False,
     checkpoint: str | None = None,
     echo: Callable[[str], None] = print,
+    autoscale: AutoscaleOptions | None = None,
 ) -> dict[str, int]:
     """Run pipeline ``name`` until it ends (``available_now``) or a stop signal; raise the
-    query's error if it failed. Returns the counts summed over the batches."""
+    query's error if it failed. Returns the counts summed over the batches.
+
+    The lag monitor serves ``/metrics`` on ``settings.metrics_port`` (0: a free port, -1:
+    none); with ``autoscale`` the autoscaler drives the executors of the query.
+    """
+    from streamscale.lag import start_monitor
     from streamscale.spark import session
 
-    spark = session(settings, app_name=f"streamscale-{name}")
+    extra = elastic_conf(settings.spark_master, autoscale) if autoscale else {}
+    spark = session(settings, app_name=f"streamscale-{name}", extra_conf=extra)
+    monitor = None
+    controller = None
     try:
+        port = None if settings.metrics_port < 0 else settings.metrics_port
+        monitor = start_monitor(spark, host=settings.metrics_host, port=port)
+        if monitor.server is not None:
+            echo(f"{name}: metrics at {monitor.server.url}")
         pipeline = make_pipeline(name, settings, checkpoint or checkpoint_for(settings, name))
+        if autoscale is not None:
+            controller = start_autoscaler(spark, pipeline.name, monitor.tracker, autoscale)
+            echo(
+                f"{name}: autoscaler on ({autoscale.policy} policy, "
+                f"{autoscale.min_executors}-{autoscale.max_executors} executors)"
+            )
         with StopRequest() as stop:
             query = pipeline.start(spark, trigger_for(settings, available_now))
             echo(f"{name}: query {query.id} started ({settings.bootstrap_servers})")
@@ -230,4 +268,8 @@ def run(
             raise RuntimeError(f"{name} failed: {error}")
         return totals
     finally:
+        if controller is not None:
+            controller.stop()
+        if monitor is not None:
+            monitor.stop()
         spark.stop()

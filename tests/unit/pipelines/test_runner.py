@@ -195,3 +195,16 @@ def test_config_file_then_environment_then_options(
         load(config)
     with pytest.raises(ValueError, match="does not exist"):
         load(tmp_path / "missing.env")
+
+
+def test_elastic_conf_per_cluster_manager() -> None:
+    from streamscale.autoscale.runtime import AutoscaleOptions
+    from streamscale.pipelines.runner import elastic_conf
+
+    options = AutoscaleOptions(min_executors=1, max_executors=3)
+    standalone = elastic_conf("spark://127.0.0.1:7077", options)
+    assert standalone["spark.cores.max"] == "3"
+    assert standalone["spark.dynamicAllocation.enabled"] == "false"
+    assert elastic_conf("k8s://https://api:6443", options)["spark.executor.instances"] == "1"
+    with pytest.raises(ValueError, match="needs a cluster manager"):
+        elastic_conf("local[2]", options)
