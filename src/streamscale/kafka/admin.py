@@ -115,7 +115,7 @@ class KafkaAdmin:
                     "enable.partition.eof": True,
                     "auto.offset.reset": "earliest",
                     "fetch.wait.max.ms": 10,
-                    "max.partition.fetch.bytes": 1024,
+                    "max.partition.fetch.bytes": 1048576,
                     "queued.min.messages": 1,
                 }
             )
@@ -225,7 +225,6 @@ class KafkaAdmin:
         ListOffsets' value is at most the true end and at least one past the newest batch's
         first offset, so a fetch there returns a response carrying the true high watermark.
         """
-        from confluent_kafka import TopicPartition as CTP
 
         out: Offsets = {}
         pending: dict[TopicPartition, int] = {}
@@ -236,23 +235,44 @@ class KafkaAdmin:
                 pending[tp] = high - 1
         if not pending:
             return out
+        attempts = 2
+        for attempt in range(attempts):
+            waiting = self._fetch_once(pending, out, marks, self.timeout_s / attempts)
+            if not waiting:
+                return out
+            # A consumer stuck on a partition (fetch state, backoff) is replaced, once.
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
+            log.warning("end offsets: no fetch answer for %s (attempt %d)", waiting, attempt + 1)
+            pending = {tp: pending[tp] for tp in waiting}
+        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(pending))
+        raise KafkaError(f"no fetch answer for {names} on {self.servers} in time")
+
+    def _fetch_once(
+        self,
+        pending: Mapping[TopicPartition, int],
+        out: Offsets,
+        marks: Mapping[TopicPartition, tuple[int, int]],
+        timeout_s: float,
+    ) -> set[TopicPartition]:
+        """One round of :meth:`_fetch_high_watermarks`; the partitions still unanswered."""
+        from confluent_kafka import TopicPartition as CTP
+
         consumer = self._offsets_consumer()
         consumer.assign([CTP(tp.topic, tp.partition, off) for tp, off in pending.items()])
         waiting = set(pending)
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + timeout_s
         try:
             while waiting and time.monotonic() < deadline:
                 for msg in consumer.consume(num_messages=len(waiting) * 4, timeout=0.2):
                     waiting.discard(TopicPartition(msg.topic(), msg.partition()))
-            if waiting:
-                names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(waiting))
-                raise KafkaError(f"no fetch answer for {names} on {self.servers} in time")
-            for tp in pending:
+            for tp in set(pending) - waiting:
                 _, high = consumer.get_watermark_offsets(CTP(tp.topic, tp.partition), cached=True)
                 out[tp] = max(int(high), marks[tp][1])
         finally:
             consumer.unassign()
-        return out
+        return waiting
 
     # consumer groups -----------------------------------------------------------------------
     def _group_consumer(self, group: str) -> Any:
