@@ -19,6 +19,7 @@ from streamscale.kafka.offsets import Offsets, TopicPartition
 log = logging.getLogger(__name__)
 
 EndOffsetsMethod = Literal["list_offsets", "fetch"]
+FETCH_ATTEMPT_S = 3.0
 
 
 class KafkaError(RuntimeError):
@@ -235,16 +236,21 @@ class KafkaAdmin:
                 pending[tp] = high - 1
         if not pending:
             return out
-        attempts = 2
-        for attempt in range(attempts):
-            waiting = self._fetch_once(pending, out, marks, self.timeout_s / attempts)
+        # A fetch answers in milliseconds; a consumer that gets none within a few seconds is
+        # stuck on that partition (seen on the embedded broker) and is replaced.
+        deadline = time.monotonic() + self.timeout_s
+        attempt = 0
+        while time.monotonic() < deadline:
+            attempt += 1
+            wait = min(FETCH_ATTEMPT_S, max(0.1, deadline - time.monotonic()))
+            waiting = self._fetch_once(pending, out, marks, wait)
             if not waiting:
                 return out
-            # A consumer stuck on a partition (fetch state, backoff) is replaced, once.
             if self._consumer is not None:
                 self._consumer.close()
                 self._consumer = None
-            log.warning("end offsets: no fetch answer for %s (attempt %d)", waiting, attempt + 1)
+            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(waiting))
+            log.info("end offsets: no fetch answer for %s in %.0f s (try %d)", names, wait, attempt)
             pending = {tp: pending[tp] for tp in waiting}
         names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(pending))
         raise KafkaError(f"no fetch answer for {names} on {self.servers} in time")
