@@ -187,10 +187,15 @@ class Settings(BaseSettings):
         return out
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment, with the non-None ``overrides`` (CLI options) on top."""
+def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
+    """Settings from the non-None ``overrides`` (CLI options), then the environment, then
+    ``config``: a ``.env``-style file of ``STREAMSCALE_NAME=value`` lines."""
     given = {k: v for k, v in overrides.items() if v is not None}
-    return Settings(**given)
+    if config is None:
+        return Settings(**given)
+    if not config.is_file():
+        raise ValueError(f"config file {config} does not exist")
+    return Settings(_env_file=config, **given)  # type: ignore[call-arg]
 
 
 def embedded_settings(bootstrap_servers: str, **overrides: Any) -> Settings:

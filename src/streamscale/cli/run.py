@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 import typer
 from pydantic import ValidationError
 
 from streamscale.autoscale.policy import PolicyKind
 from streamscale.autoscale.runtime import AutoscaleOptions
-from streamscale.settings import Settings
+from streamscale.settings import load_settings
 
 
 class PipelineName(StrEnum):
@@ -40,16 +39,6 @@ class StateStore(StrEnum):
 
     rocksdb = "rocksdb"
     hdfs = "hdfs"
-
-
-def load(config: Path | None, **overrides: Any) -> Settings:
-    """Settings from options (non-None ``overrides``), environment, then ``config``."""
-    given = {k: v for k, v in overrides.items() if v is not None}
-    if config is not None:
-        if not config.is_file():
-            raise ValueError(f"config file {config} does not exist")
-        return Settings(_env_file=config, **given)  # type: ignore[call-arg]
-    return Settings(**given)
 
 
 def run(
@@ -109,7 +98,7 @@ def run(
     from streamscale.pipelines.runner import run as run_pipeline
 
     try:
-        settings = load(
+        settings = load_settings(
             config,
             bootstrap_servers=bootstrap,
             spark_master=master,

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from streamscale.cli.run import load
 from streamscale.pipelines.runner import (
     StopRequest,
     drive,
@@ -22,6 +21,7 @@ from streamscale.pipelines.runner import (
     trigger_for,
 )
 from streamscale.settings import Settings
+from streamscale.settings import load_settings as load
 
 PROGRESS: dict[str, Any] = {
     "batchId": 7,
