@@ -51,7 +51,12 @@ def fill(settings: Settings, topic: str, records: int) -> float:
 def plain_consume(settings: Settings, topic: str, records: int) -> float:
     """The ceiling: one consumer, all partitions, touching what the source touches."""
     consumer = Consumer(
-        {**settings.kafka_config(), "group.id": "bench-plain", "enable.auto.commit": False}
+        {
+            **settings.kafka_config(),
+            "group.id": "bench-plain",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 10,  # the same fetch settings as the source's reader
+        }
     )
     consumer.assign([CTP(topic, p, 0) for p in range(PARTITIONS)])
     seen = 0

@@ -118,6 +118,7 @@ class KafkaAdmin:
                     "fetch.wait.max.ms": 10,
                     "max.partition.fetch.bytes": 1048576,
                     "queued.min.messages": 1,
+                    "fetch.queue.backoff.ms": 0,
                 }
             )
         return self._consumer
@@ -271,7 +272,7 @@ class KafkaAdmin:
         deadline = time.monotonic() + timeout_s
         try:
             while waiting and time.monotonic() < deadline:
-                for msg in consumer.consume(num_messages=len(waiting) * 4, timeout=0.2):
+                for msg in consumer.consume(num_messages=len(waiting) * 4, timeout=0.01):
                     waiting.discard(TopicPartition(msg.topic(), msg.partition()))
             for tp in set(pending) - waiting:
                 _, high = consumer.get_watermark_offsets(CTP(tp.topic, tp.partition), cached=True)

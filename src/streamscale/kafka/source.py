@@ -294,6 +294,9 @@ def read_range(
             "enable.partition.eof": True,
             "fetch.wait.max.ms": 50,
             "queued.min.messages": 100_000,
+            # librdkafka pauses a partition's fetching 1 s once its queue is full: a reader
+            # draining 200k records/s would then idle; resume as soon as there is room.
+            "fetch.queue.backoff.ms": 10,
         }
     )
     topic, pid, end = part.topic, part.partition, part.end
