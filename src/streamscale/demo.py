@@ -289,8 +289,9 @@ class Outcome:
     decisions: list[Any]
     first_processed_s: float | None
     metrics_url: str | None
-    generator: GeneratorState
-    close_before_ms: int
+    reader: TopicReader
+    expected: Any
+    """The reference output: sessions by window, or the purchases read back."""
 
 
 def _experiment(
@@ -405,14 +406,15 @@ def _experiment(
             time.sleep(max(0.0, 1.0 - (time.time() - now)))
     stop_load.set()
     load.join(timeout=60)
-    close_before = _close_sessions(options, settings, state)
+    _close_sessions(options, settings, state)
 
     def lag() -> int | None:
         snap = monitor.tracker.snapshot(pipeline.name, time.time())
         return None if snap is None or snap.age_s > 10 else snap.total_lag
 
-    outputs, wanted = _wanted_output(options, settings)
-    _await_output(admin, outputs, wanted, options.partitions, lag)
+    reader = TopicReader(admin, options.partitions)
+    outputs, expected = _reference(options, settings, reader)
+    _await_output(admin, outputs, len(expected), options.partitions, lag)
     controller.stop()
     return Outcome(
         tasks,
@@ -421,8 +423,8 @@ def _experiment(
         decisions,
         None if first_processed is None else round(first_processed, 1),
         metrics_url,
-        state,
-        close_before,
+        reader,
+        expected,
     )
 
 
@@ -521,13 +523,10 @@ def _watch(records: Iterator[Any], state: GeneratorState, stop: threading.Event)
         yield record
 
 
-def _close_sessions(options: DemoOptions, settings: Settings, state: GeneratorState) -> int:
-    """Send one approved frame far enough ahead in event time to close every session.
-
-    Returns the event time (ms) before which every session must have been written.
-    """
+def _close_sessions(options: DemoOptions, settings: Settings, state: GeneratorState) -> None:
+    """Send one approved frame far enough ahead in event time to close every session."""
     if options.pipeline != GAME_SESSIONS:
-        return 0
+        return
     from confluent_kafka import Producer
 
     from streamscale.kafka.client import producer_config
@@ -543,23 +542,40 @@ def _close_sessions(options: DemoOptions, settings: Settings, state: GeneratorSt
     producer.produce("GAME-FRAME-RS", value, key, timestamp=ts)
     if producer.flush(30):
         raise DemoError("could not deliver the session-closing frame")
-    return state.max_event_ms + 1
 
 
-def _wanted_output(options: DemoOptions, settings: Settings) -> tuple[list[str], int]:
-    """Output topics and the number of records they must hold once the input is processed."""
+class TopicReader:
+    """Reads topics back whole, each once: the inputs are complete once the load has stopped,
+    and both the wait for the output and the verification need them."""
+
+    def __init__(self, admin: KafkaAdmin, partitions: int) -> None:
+        self.admin = admin
+        self.partitions = partitions
+        self._read: dict[str, list[tuple[Any, Any, int]]] = {}
+
+    def __call__(self, topic: str) -> list[tuple[Any, Any, int]]:
+        if topic not in self._read:
+            messages = self.admin.read_all(topic, self.partitions)
+            self._read[topic] = [(m.key(), m.value(), m.timestamp()[1]) for m in messages]
+        return self._read[topic]
+
+
+def _reference(
+    options: DemoOptions, settings: Settings, read: TopicReader
+) -> tuple[list[str], Any]:
+    """The output topics and what they must hold once the input is processed: the expected
+    sessions by window, or the purchases (each enriched or dead-lettered)."""
     from streamscale import verify
 
     if options.pipeline == GAME_SESSIONS:
-        requests = _read_topic(settings, "GAME-FRAME-RQ", options.partitions)
-        approvals = _read_topic(settings, "GAME-FRAME-RS", options.partitions)
-        frames = verify.approved_frames(requests, approvals, int(settings.approval_window_s * 1000))
+        frames = verify.approved_frames(
+            read("GAME-FRAME-RQ"), read("GAME-FRAME-RS"), int(settings.approval_window_s * 1000)
+        )
         expected = verify.expected_sessions(
             frames, int(settings.session_gap_s * 1000), exclude_machines=[SENTINEL_MACHINE]
         )
-        return ["SESSIONS"], len(expected)
-    purchases = _read_topic(settings, "achats", options.partitions)
-    return ["achats-enrichis", "enrichment-dlq"], len(purchases)
+        return ["SESSIONS"], expected
+    return ["achats-enrichis", "enrichment-dlq"], read("achats")
 
 
 def _await_output(
@@ -586,57 +602,20 @@ class VerifyOutcome:
     records_out: int
 
 
-def _read_topic(settings: Settings, topic: str, partitions: int) -> list[tuple[Any, Any, int]]:
-    from confluent_kafka import Consumer
-    from confluent_kafka import TopicPartition as CTP
-
-    admin = KafkaAdmin(settings.kafka_config(), settings.end_offsets_method)
-    ends = admin.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
-    admin.close()
-    want = sum(ends.values())
-    consumer = Consumer(
-        {
-            **settings.kafka_config(),
-            "group.id": "streamscale-demo-verify",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([CTP(topic, p, 0) for p in range(partitions)])
-    out: list[tuple[Any, Any, int]] = []
-    deadline = time.monotonic() + 120
-    while len(out) < want and time.monotonic() < deadline:
-        for msg in consumer.consume(10_000, 0.5):
-            if msg.error() is None:
-                out.append((msg.key(), msg.value(), msg.timestamp()[1]))
-    consumer.close()
-    if len(out) < want:
-        raise DemoError(f"could read only {len(out)} of {want} records of {topic} back")
-    return out
-
-
 def _verify(options: DemoOptions, outcome: Outcome) -> VerifyOutcome:
-    """Read inputs and outputs back (the broker still runs) and compare with the reference."""
+    """Read the outputs back (the broker still runs) and compare with the reference."""
     from streamscale import verify
 
-    s, n = outcome.settings, options.partitions
+    read = outcome.reader
     if options.pipeline == GAME_SESSIONS:
-        requests = _read_topic(s, "GAME-FRAME-RQ", n)
-        approvals = _read_topic(s, "GAME-FRAME-RS", n)
-        sessions = _read_topic(s, "SESSIONS", n)
-        frames = verify.approved_frames(requests, approvals, int(s.approval_window_s * 1000))
-        expected = verify.expected_sessions(
-            frames, int(s.session_gap_s * 1000), exclude_machines=[SENTINEL_MACHINE]
-        )
-        actual = verify.actual_sessions(sessions)
-        result = verify.compare_sessions(expected, actual)
+        sessions = read("SESSIONS")
+        result = verify.compare_sessions(outcome.expected, verify.actual_sessions(sessions))
         return VerifyOutcome(result.ok, result.summary(), len(sessions))
-    purchases = _read_topic(s, "achats", n)
-    enriched = _read_topic(s, "achats-enrichis", n)
-    dead = _read_topic(s, "enrichment-dlq", n)
+    enriched = read("achats-enrichis")
     names: dict[int, set[str]] = {}
-    for _, value, _ in _read_topic(s, "referentiel", n):
+    for _, value, _ in read("referentiel"):
         if value is not None:
             row = json.loads(value)
             names.setdefault(int(row["id"]), set()).add(str(row["name"]))
-    result = verify.compare_enrichment(purchases, enriched, dead, names)
+    result = verify.compare_enrichment(outcome.expected, enriched, read("enrichment-dlq"), names)
     return VerifyOutcome(result.ok, result.summary(), len(enriched))

@@ -281,6 +281,34 @@ class KafkaAdmin:
             consumer.unassign()
         return waiting
 
+    def read_all(self, topic: str, partitions: int | None = None) -> list[Any]:
+        """Every record of ``topic`` up to its true end offsets now (librdkafka messages, in
+        arrival order); :class:`KafkaError` if they cannot all be read within the timeout."""
+        from confluent_kafka import Consumer
+        from confluent_kafka import TopicPartition as CTP
+
+        count = self.topics()[topic] if partitions is None else partitions
+        ends = self.end_offsets([TopicPartition(topic, p) for p in range(count)])
+        want = sum(ends.values())
+        consumer = Consumer(
+            {**self.conf, "group.id": f"streamscale-read-{uuid.uuid4().hex[:8]}"}
+            | {"enable.auto.commit": False, "fetch.queue.backoff.ms": 10}
+        )
+        out: list[Any] = []
+        try:
+            consumer.assign([CTP(topic, p, 0) for p in range(count)])
+            deadline = time.monotonic() + self.timeout_s * 4
+            while len(out) < want and time.monotonic() < deadline:
+                for msg in consumer.consume(10_000, 0.5):
+                    if msg.error() is not None:
+                        raise KafkaError(f"reading {topic}: {msg.error().str()}")
+                    out.append(msg)
+        finally:
+            consumer.close()
+        if len(out) < want:
+            raise KafkaError(f"could read only {len(out)} of {want} records of {topic}")
+        return out
+
     # consumer groups -----------------------------------------------------------------------
     def _group_consumer(self, group: str) -> Any:
         if group not in self._group_consumers:

@@ -23,16 +23,6 @@ RELIABLE_PRODUCER_DEFAULTS: dict[str, Any] = {
     "compression.type": "none",
 }
 
-CONSUMER_DEFAULTS: dict[str, Any] = {
-    "enable.auto.commit": False,
-    "enable.auto.offset.store": False,
-    "auto.offset.reset": "error",
-    "session.timeout.ms": 6000,
-    "fetch.wait.max.ms": 100,
-    "queued.min.messages": 200000,
-    "enable.partition.eof": True,
-}
-
 
 class DeliveryError(RuntimeError):
     """A record could not be delivered to Kafka (after the producer's own retries)."""
@@ -41,13 +31,3 @@ class DeliveryError(RuntimeError):
 def producer_config(base: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
     """Reliable producer settings over the connection keys in ``base``."""
     return {**RELIABLE_PRODUCER_DEFAULTS, **base, **overrides}
-
-
-def consumer_config(base: Mapping[str, Any], group_id: str, **overrides: Any) -> dict[str, Any]:
-    """Manual-commit consumer settings over ``base``; offsets are chosen by the caller."""
-    return {**CONSUMER_DEFAULTS, **base, "group.id": group_id, **overrides}
-
-
-def strip_kafka_prefix(options: Mapping[str, str]) -> dict[str, str]:
-    """``kafka.x`` options (Spark's naming) → librdkafka ``x`` keys."""
-    return {k[len("kafka.") :]: v for k, v in options.items() if k.startswith("kafka.")}

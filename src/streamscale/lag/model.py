@@ -22,13 +22,14 @@ that one object carries everything the /metrics endpoint exports.
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from streamscale.kafka.offsets import OffsetError, from_json
 
 TopicPartition = tuple[str, int]
 Point = tuple[float, int]
@@ -513,29 +514,12 @@ def merge_offsets(
 def parse_offsets(raw: Any) -> dict[TopicPartition, int] | None:
     """Kafka-shaped offsets (JSON text or already parsed) → ``{(topic, partition): offset}``.
 
-    None when absent (``None``, ``"null"``, ``"None"``) or not of the Kafka shape.
+    None when absent (``None``, ``"null"``, ``"None"``, empty) or not of the Kafka shape.
     """
-    if raw is None:
+    if raw is None or (isinstance(raw, str) and raw.strip() in ("", "null", "None")):
         return None
-    if isinstance(raw, str):
-        text = raw.strip()
-        if text in ("", "null", "None"):
-            return None
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError:
-            return None
-    if not isinstance(raw, Mapping) or not raw:
+    try:
+        offsets = from_json(raw)
+    except OffsetError:
         return None
-    out: dict[TopicPartition, int] = {}
-    for topic, parts in raw.items():
-        if not isinstance(parts, Mapping):
-            return None
-        for partition, offset in parts.items():
-            if isinstance(offset, bool) or not isinstance(offset, int):
-                return None
-            try:
-                out[(str(topic), int(partition))] = offset
-            except ValueError:
-                return None
-    return out
+    return {(tp.topic, tp.partition): offset for tp, offset in offsets.items()} or None

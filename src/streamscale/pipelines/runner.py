@@ -71,35 +71,20 @@ def trigger_for(settings: Settings, available_now: bool) -> dict[str, Any]:
 # --- progress: pure functions of the progress JSON -------------------------------------------
 
 
-def _offsets(value: Any) -> dict[str, dict[str, int]]:
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    if not isinstance(value, dict):
-        return {}
-    out: dict[str, dict[str, int]] = {}
-    for topic, parts in value.items():
-        if isinstance(parts, dict):
-            out[topic] = {str(p): int(o) for p, o in parts.items() if isinstance(o, int)}
-    return out
-
-
 def records_lag(progress: Mapping[str, Any]) -> int | None:
     """Records not yet processed after the batch: latest minus end offsets, summed over every
     partition of every source (None if no source reported its latest offsets)."""
+    from streamscale.lag.model import parse_offsets
+
     total = 0
     seen = False
     for source in progress.get("sources") or []:
-        latest = _offsets(source.get("latestOffset"))
-        end = _offsets(source.get("endOffset"))
-        for topic, parts in latest.items():
-            for part, offset in parts.items():
-                seen = True
-                total += max(0, offset - end.get(topic, {}).get(part, 0))
+        latest = parse_offsets(source.get("latestOffset"))
+        if latest is None:
+            continue
+        end = parse_offsets(source.get("endOffset")) or {}
+        seen = True
+        total += sum(max(0, offset - end.get(tp, 0)) for tp, offset in latest.items())
     return total if seen else None
 
 

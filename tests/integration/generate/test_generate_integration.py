@@ -28,35 +28,14 @@ pytestmark = pytest.mark.integration
 
 
 def consume_all(settings: Settings, topic: str, partitions: int) -> list[Any]:
-    """Every record of ``topic``, read from offset 0 until end of every partition."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    """Every record of ``topic``, read to the true end offsets."""
+    from streamscale.kafka.admin import KafkaAdmin
 
-    consumer = Consumer(
-        {
-            **settings.kafka_config(),
-            "group.id": f"test-{topic}",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    records: list[Any] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + 60
+    admin = KafkaAdmin(settings.kafka_config(), settings.end_offsets_method)
     try:
-        while len(at_end) < partitions and time.monotonic() < deadline:
-            for msg in consumer.consume(10_000, timeout=0.5):
-                if msg.error() is None:
-                    records.append(msg)
-                    at_end.discard(msg.partition())
-                elif msg.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(msg.partition())
-                else:
-                    raise AssertionError(msg.error())
+        return admin.read_all(topic, partitions)
     finally:
-        consumer.close()
-    assert len(at_end) == partitions, "did not reach the end of every partition"
-    return records
+        admin.close()
 
 
 def test_purchases_burst_all_delivered(

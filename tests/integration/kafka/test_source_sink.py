@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as CTP
+from confluent_kafka import Producer
 
 from streamscale.kafka.admin import KafkaAdmin
 from streamscale.kafka.client import producer_config
@@ -52,22 +51,11 @@ def produce(settings: Settings, topic: str, count: int, start: int = 0) -> list[
 def consume_all(settings: Settings, topic: str, partitions: int) -> list[Record]:
     """Every record of ``topic``, read to the true end offsets."""
     admin = KafkaAdmin(settings.kafka_config(), settings.end_offsets_method)
-    ends = admin.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
-    admin.close()
-    consumer = Consumer(
-        {**settings.kafka_config(), "group.id": "verify", "enable.auto.commit": False}
-    )
-    consumer.assign([CTP(topic, p, 0) for p in range(partitions)])
-    out: list[Record] = []
-    want = sum(ends.values())
-    deadline = time.monotonic() + 60
-    while len(out) < want and time.monotonic() < deadline:
-        for msg in consumer.consume(10000, 0.5):
-            assert msg.error() is None, msg.error()
-            out.append((msg.key(), msg.value(), msg.partition(), msg.offset()))
-    consumer.close()
-    assert len(out) == want
-    return out
+    try:
+        messages = admin.read_all(topic, partitions)
+    finally:
+        admin.close()
+    return [(m.key(), m.value(), m.partition(), m.offset()) for m in messages]
 
 
 def reader(spark: Any, settings: Settings, **options: str) -> Any:

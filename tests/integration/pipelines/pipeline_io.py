@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as CTP
+from confluent_kafka import Producer
 
 from streamscale.kafka.admin import KafkaAdmin
 from streamscale.kafka.client import producer_config
-from streamscale.kafka.offsets import TopicPartition
 from streamscale.settings import Settings
 
 # (key, value, timestamp ms, partition or None for the default partitioner)
@@ -61,27 +58,12 @@ def produce(settings: Settings, topic: str, records: Sequence[Out]) -> list[tupl
 def consume_all(settings: Settings, topic: str, partitions: int) -> list[Consumed]:
     """Every record of ``topic`` up to its true end offsets, in (partition, offset) order."""
     admin = KafkaAdmin(settings.kafka_config(), settings.end_offsets_method)
-    ends = admin.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
-    admin.close()
-    want = sum(ends.values())
-    consumer = Consumer(
-        {**settings.kafka_config(), "group.id": "verify", "enable.auto.commit": False}
-    )
-    consumer.assign([CTP(topic, p, 0) for p in range(partitions)])
-    out: list[Consumed] = []
-    deadline = time.monotonic() + 60
-    while len(out) < want and time.monotonic() < deadline:
-        for msg in consumer.consume(10000, 0.5):
-            assert msg.error() is None, msg.error()
-            out.append(
-                Consumed(
-                    msg.key(),
-                    msg.value(),
-                    dict(msg.headers() or []),
-                    msg.partition(),
-                    msg.offset(),
-                )
-            )
-    consumer.close()
-    assert len(out) == want
+    try:
+        messages = admin.read_all(topic, partitions)
+    finally:
+        admin.close()
+    out = [
+        Consumed(m.key(), m.value(), dict(m.headers() or []), m.partition(), m.offset())
+        for m in messages
+    ]
     return sorted(out, key=lambda c: (c.partition, c.offset))
