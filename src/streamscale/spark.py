@@ -37,6 +37,10 @@ def session(
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.python.worker.reuse": "true",
         "spark.sql.session.timeZone": "UTC",
+        # With a byte cap, Spark sizes the Arrow batch it is building after every row, and
+        # sizing a list column (the sink's ``headers``) walks the whole batch: quadratic, 80%
+        # of the enrichment's JVM time. Batches are capped at maxRecordsPerBatch rows anyway.
+        "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
         **(extra_conf or {}),
     }
     for key, value in conf.items():

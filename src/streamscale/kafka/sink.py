@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from streamscale.kafka.client import DeliveryError, producer_config
+from streamscale.kafka.collector import collector_paused
 from streamscale.kafka.options import SinkOptions
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,9 @@ class SinkCommit(WriterCommitMessage):  # type: ignore[misc]
     records: int
 
 
+POLL_EVERY = 5000
+
+
 def _bytes_column(batch: Any, name: str) -> list[bytes | None]:
     """A string or binary column as Python bytes (the cast runs in Arrow, not per row)."""
     import pyarrow as pa
@@ -39,6 +43,112 @@ def _bytes_column(batch: Any, name: str) -> list[bytes | None]:
         column = column.cast(pa.binary())
     values: list[bytes | None] = column.to_pylist()
     return values
+
+
+def _by_topic(batch: Any, default_topic: str | None) -> Iterator[tuple[str, Any]]:
+    """The batch's rows per destination topic, each in its original order.
+
+    Only the order within a topic (and so within a topic partition) is Kafka's to keep; a
+    batch usually holds one topic (output) or two (output and dead letters).
+    """
+    import pyarrow.compute as pc
+
+    names = batch.schema.names
+    if "topic" not in names:
+        if default_topic is None:
+            raise ValueError("the rows have no topic column and option topic is not set")
+        yield default_topic, batch
+        return
+    topics = batch.column(names.index("topic"))
+    if default_topic is not None:
+        topics = pc.fill_null(topics, default_topic)
+    elif topics.null_count:
+        raise ValueError("a row has a null topic and option topic is not set")
+    distinct = pc.unique(topics).to_pylist()
+    if len(distinct) == 1:
+        yield distinct[0], batch
+        return
+    for topic in distinct:
+        yield topic, batch.filter(pc.equal(topics, topic))
+
+
+def _plain_rows(batch: Any) -> Any:
+    """A NumPy mask of the rows with neither headers nor an explicit partition."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    names = batch.schema.names
+    plain = np.ones(batch.num_rows, dtype=bool)
+    if "headers" in names:
+        lengths = pc.fill_null(pc.list_value_length(batch.column(names.index("headers"))), 0)
+        plain &= lengths.to_numpy(zero_copy_only=False) == 0
+    if "partition" in names:
+        plain &= batch.column(names.index("partition")).is_null().to_numpy(zero_copy_only=False)
+    return plain
+
+
+def _runs(mask: Any) -> list[tuple[int, int, bool]]:
+    """``mask`` as maximal runs ``(start, end, value)``."""
+    import numpy as np
+
+    if len(mask) == 0:
+        return []
+    edges = np.flatnonzero(mask[1:] != mask[:-1]) + 1
+    starts = [0, *edges.tolist()]
+    ends = [*edges.tolist(), len(mask)]
+    return [(a, b, bool(mask[a])) for a, b in zip(starts, ends, strict=True)]
+
+
+def produce_rows(
+    producer: Any, batch: Any, default_topic: str | None, failures: Sequence[str]
+) -> int:
+    """Hand every row of an Arrow batch to ``producer``; stop early once a delivery failed.
+
+    Rows without headers or an explicit partition (nearly all) go through a tight loop of
+    positional ``produce`` calls; the others are converted one by one.
+    """
+    produce = producer.produce
+    for topic, rows in _by_topic(batch, default_topic):
+        names = rows.schema.names
+        n: int = rows.num_rows
+        values = _bytes_column(rows, "value")
+        keys = _bytes_column(rows, "key") if "key" in names else [None] * n
+        for start, end, plain in _runs(_plain_rows(rows)):
+            if plain:
+                for a in range(start, end, POLL_EVERY):
+                    b = min(a + POLL_EVERY, end)
+                    for value, key in zip(values[a:b], keys[a:b], strict=True):
+                        try:
+                            produce(topic, value, key)
+                        except BufferError:
+                            _wait_for_room(producer, lambda: produce(topic, value, key))  # noqa: B023
+                    producer.poll(0)
+                    if failures:
+                        return 0
+                continue
+            part = rows.slice(start, end - start)
+            headers = (
+                part.column(names.index("headers")).to_pylist() if "headers" in names else None
+            )
+            parts = (
+                part.column(names.index("partition")).to_pylist() if "partition" in names else None
+            )
+            for i in range(end - start):
+                kwargs: dict[str, Any] = {}
+                if parts is not None and parts[i] is not None:
+                    kwargs["partition"] = parts[i]
+                if headers is not None and headers[i]:
+                    kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
+                value, key = values[start + i], keys[start + i]
+                try:
+                    produce(topic, value, key, **kwargs)
+                except BufferError:
+                    _wait_for_room(producer, lambda: produce(topic, value, key, **kwargs))  # noqa: B023
+            producer.poll(0)
+            if failures:
+                return 0
+    rows_total: int = batch.num_rows
+    return rows_total
 
 
 def _wait_for_room(producer: Any, produce: Any) -> None:
@@ -59,6 +169,10 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> SinkCommit:
+        with collector_paused():
+            return self._write(iterator)
+
+    def _write(self, iterator: Iterator[Any]) -> SinkCommit:
         from confluent_kafka import Producer
 
         failures: list[str] = []
@@ -76,7 +190,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         )
         count = 0
         for batch in iterator:
-            count += self._produce_batch(producer, batch, failures)
+            count += produce_rows(producer, batch, self.options.topic, failures)
         remaining = producer.flush(FLUSH_TIMEOUT_S)
         if remaining:
             failures.append(f"{remaining} record(s) still unacknowledged after {FLUSH_TIMEOUT_S} s")
@@ -86,47 +200,6 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
                 f"{self.options.kafka.get('bootstrap.servers')}: " + "; ".join(failures[:3])
             )
         return SinkCommit(count)
-
-    def _produce_batch(self, producer: Any, batch: Any, failures: Sequence[str]) -> int:
-        names = batch.schema.names
-        n: int = batch.num_rows
-        values = _bytes_column(batch, "value")
-        keys = _bytes_column(batch, "key") if "key" in names else [None] * n
-        topics = batch.column(names.index("topic")).to_pylist() if "topic" in names else None
-        parts = batch.column(names.index("partition")).to_pylist() if "partition" in names else None
-        headers = batch.column(names.index("headers")).to_pylist() if "headers" in names else None
-        default_topic = self.options.topic
-        produce = producer.produce
-        if topics is None and parts is None and headers is None:
-            # The common case, kept tight: one topic, key and value only.
-            for i in range(n):
-                try:
-                    produce(default_topic, values[i], keys[i])
-                except BufferError:
-                    _wait_for_room(producer, lambda i=i: produce(default_topic, values[i], keys[i]))
-                if i % 5000 == 0:
-                    producer.poll(0)
-                    if failures:
-                        break
-            return n
-        for i in range(n):
-            topic = (topics[i] if topics is not None else None) or default_topic
-            if topic is None:
-                raise ValueError("a row has a null topic and option topic is not set")
-            kwargs: dict[str, Any] = {}
-            if parts is not None and parts[i] is not None:
-                kwargs["partition"] = parts[i]
-            if headers is not None and headers[i]:
-                kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
-            try:
-                produce(topic, values[i], keys[i], **kwargs)
-            except BufferError:
-                _wait_for_room(producer, lambda: produce(topic, values[i], keys[i], **kwargs))  # noqa: B023
-            if i % 5000 == 0:
-                producer.poll(0)
-                if failures:
-                    break
-        return n
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         records = sum(m.records for m in messages if isinstance(m, SinkCommit))

@@ -1,0 +1,98 @@
+"""CPU seconds per process class (broker, Spark JVM, Python workers), read from /proc.
+
+Used by the benchmarks to say where a run's CPU went, in microseconds per record: on this
+2-core machine the broker, the JVM and the Python workers share the same cores, so the
+sum, not any one part, sets the ceiling.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _kind(pid: str, cmd: str) -> str:
+    if "tansu" in cmd:
+        return "broker"
+    if cmd.split(" ")[0].endswith("java"):
+        return "spark jvm"
+    if "pyspark.daemon" in cmd:
+        return "python workers"
+    if pid == str(os.getpid()):
+        return "benchmark process"
+    return "other (kernel, exited workers)"
+
+
+def snapshot() -> dict[tuple[str, str], float]:
+    """CPU seconds (user + system) of every process now, keyed by (pid, kind)."""
+    out: dict[tuple[str, str], float] = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{pid}/cmdline") as f:
+                cmd = f.read().replace("\0", " ")
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        out[(pid, _kind(pid, cmd))] = (int(fields[11]) + int(fields[12])) / TICK
+    return out
+
+
+def per_record(
+    before: dict[tuple[str, str], float], after: dict[tuple[str, str], float], records: int
+) -> str:
+    """One line: CPU microseconds per record by kind, largest first, and the total."""
+    spent: dict[str, float] = {}
+    for key, seconds in after.items():
+        spent[key[1]] = spent.get(key[1], 0.0) + seconds - before.get(key, 0.0)
+    shown = sorted(((k, v) for k, v in spent.items() if v >= 0.05), key=lambda kv: -kv[1])
+    total = sum(v for _, v in shown)
+    parts = ", ".join(f"{k} {v / records * 1e6:.2f}" for k, v in shown)
+    return f"CPU µs/record: {parts}; total {total / records * 1e6:.2f}"
+
+
+class BatchCpu:
+    """Snapshots at each micro-batch's progress event, to charge CPU to the steady batches.
+
+    Progress events arrive on Spark's listener bus a little after each batch ends: close
+    enough at batches of seconds.
+    """
+
+    def __init__(self, spark: Any) -> None:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        self.marks: list[tuple[int, dict[tuple[str, str], float]]] = []
+        marks = self.marks
+
+        class Listener(StreamingQueryListener):  # type: ignore[misc]
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                if event.progress.numInputRows:
+                    marks.append((int(event.progress.numInputRows), snapshot()))
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        self.listener = Listener()
+        self.spark = spark
+        spark.streams.addListener(self.listener)
+
+    def steady(self) -> str:
+        """CPU per record over batches 2+ (after the first, which starts the workers)."""
+        time.sleep(1.0)  # let the last progress event arrive
+        self.spark.streams.removeListener(self.listener)
+        if len(self.marks) < 2:
+            return "CPU: fewer than two batches"
+        records = sum(n for n, _ in self.marks[1:])
+        return per_record(self.marks[0][1], self.marks[-1][1], records)
