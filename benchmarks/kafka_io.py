@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import cpu_use
 from streamscale.kafka import broker as embedded
 from streamscale.kafka.client import producer_config
 from streamscale.settings import Settings, embedded_settings
@@ -110,6 +111,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=250_000, help="maxOffsetsPerTrigger")
+    parser.add_argument(
+        "--master", default="local[4]", help="Spark master: 2 task slots per core by default"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp, embedded.embedded_broker(Path(tmp)) as running:
@@ -118,15 +122,19 @@ def main() -> None:
         produce_rate = fill(settings, "bench-in", args.records)
         plain = plain_consume(settings, "bench-in", args.records, tuned=False)
         tuned = plain_consume(settings, "bench-in", args.records, tuned=True)
-        spark = session(Settings(spark_master="local[2]", shuffle_partitions=2))
+        spark = session(Settings(spark_master=args.master, shuffle_partitions=2))
+        cpu = cpu_use.BatchCpu(spark)
         noop, noop_batches = steady_rate(spark_run(spark, settings, "bench-in", args.batch, None))
+        noop_cpu = cpu.steady()
+        cpu = cpu_use.BatchCpu(spark)
         kafka, kafka_batches = steady_rate(
             spark_run(spark, settings, "bench-in", args.batch, "bench-out")
         )
+        kafka_cpu = cpu.steady()
         spark.stop()
 
     print(f"records: {args.records:,} of ~100 bytes on {PARTITIONS} partitions")
-    print(f"(fill: produced at {produce_rate:,.0f} records/s)")
+    print(f"(fill: produced at {produce_rate:,.0f} records/s; Spark master {args.master})")
     rows = [
         ("(a) plain confluent-kafka consume", plain, "librdkafka defaults"),
         ("(a') same loop, fetch.queue.backoff.ms=10", tuned, "the machine's ceiling"),
@@ -137,6 +145,8 @@ def main() -> None:
     print(f"{header[0]:<44}{header[1]:>12}{header[2]:>9}{header[3]:>9}")
     for name, rate, note in rows:
         print(f"{name:<44}{rate:>12,.0f}{rate / plain:>9.2f}{rate / tuned:>9.2f}  {note}")
+    print(f"(b) {noop_cpu}")
+    print(f"(c) {kafka_cpu}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ Validation happens at construction with messages that say what to change.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,7 +55,11 @@ class Settings(BaseSettings):
     )
 
     # Spark and pipelines
-    spark_master: str = Field("local[2]", description="Spark master URL")
+    spark_master: str = Field(
+        default_factory=lambda: f"local[{2 * (os.cpu_count() or 1)}]",
+        description="Spark master URL (default: local mode, two task slots per core, since "
+        "tasks spend much of their time waiting on Kafka and on Python workers)",
+    )
     checkpoint_dir: Path = Field(
         Path(".streamscale/checkpoints"), description="Checkpoint root directory"
     )
@@ -173,6 +178,9 @@ class Settings(BaseSettings):
             conf["spark.sql.streaming.stateStore.providerClass"] = (
                 "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
             )
+            # Counting rows costs a RocksDB read before every write and delete; the count
+            # (numRowsTotal in progress) is not used here.
+            conf["spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"] = "false"
         return conf
 
     def as_dict(self, *, reveal_secrets: bool = False) -> dict[str, Any]:

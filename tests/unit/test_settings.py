@@ -78,3 +78,17 @@ def test_env_help_lists_every_setting() -> None:
     text = env_help()
     for name in Settings.model_fields:
         assert f"STREAMSCALE_{name.upper()}" in text
+
+
+def test_default_master_has_two_task_slots_per_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STREAMSCALE_SPARK_MASTER", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 3)
+    assert Settings().spark_master == "local[6]"
+
+
+def test_rocksdb_state_store_does_not_count_rows() -> None:
+    conf = Settings(state_store="rocksdb").spark_conf()
+    assert conf["spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"] == "false"
+    assert "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows" not in (
+        Settings(state_store="hdfs").spark_conf()
+    )
