@@ -35,8 +35,8 @@ both topics (two ``streamscale-kafka`` sources, one checkpoint) into ``foreachBa
 - The alternative, a KTable-style ``transformWithStateInPandas`` over the union of both topics
   keyed by product id (RocksDB + changelog checkpointing), moves every purchase through a
   Python state function on top of the source and sink, and ran at about 40k purchases/s on
-  this machine against a 70k/s ceiling for the source and sink alone; the JVM join adds
-  little to that ceiling (46-52k purchases/s steady measured, see the benchmark). Its advantage,
+  this machine against a 70k/s ceiling for the source and sink alone (the prototype's); the
+  JVM design runs at 85-106k purchases/s steady today (docs/benchmarks.md). Its advantage,
   restart without re-reading the referential, is worth about 2 s for 100k products here
   (measured), which we accept. Limit: the table lives in the driver's memory (about 150
   bytes a product: millions are fine, billions are not).
