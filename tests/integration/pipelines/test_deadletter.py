@@ -147,7 +147,12 @@ def test_game_sessions_dead_letter_each_bad_record_and_keep_going(
         # a good frame but for one undecodable hit (impact 255): dead-lettered, still joined
         (header(4, "100007"), bad_hit_body, T0 + 4, None),
     ]
-    rq_offsets = produce(settings, topics.requests, [(good_key, body, T0, None), *bad_requests])
+    # A frame 60 s later, with its approval, moves the watermark past the others: a header's
+    # pairing is settled (and counted) once the watermark passes it.
+    far = (header(60_000, "100008"), body, T0 + 60_000, None)
+    rq_offsets = produce(
+        settings, topics.requests, [(good_key, body, T0, None), *bad_requests, far]
+    )
     rs_offsets = produce(
         settings,
         topics.approvals,
@@ -155,6 +160,7 @@ def test_game_sessions_dead_letter_each_bad_record_and_keep_going(
             (good_key, body, T0 + 100, None),
             (bad_requests[-1][0], bad_requests[-1][1], T0 + 104, None),
             ("not json", body, T0 + 100, None),
+            (far[0], body, T0 + 60_100, None),
         ],
     )
     query = GameSessions(settings, str(checkpoint), topics).start(spark, {"availableNow": True})
@@ -197,4 +203,4 @@ def test_game_sessions_dead_letter_each_bad_record_and_keep_going(
     assert total["frames_dlq.records"] == 8
     assert total["approvals_dlq.records"] == 1 and total["approvals_dlq.not_json"] == 1
     assert total["hits_dlq.frames"] == 1 and total["hits_dlq.hits"] == 1
-    assert total["join.approved"] == 2  # the good frame and the one with a bad hit
+    assert total["join.approved"] == 2  # the good frame and the one with a bad hit (far: waiting)
