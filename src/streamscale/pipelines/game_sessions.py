@@ -356,17 +356,35 @@ class GameSessions:
         # by the header and read from Kafka once (see _shared). Event time, on both sides: the
         # header's ts (a record's Kafka timestamp if its key is unusable); one watermark per
         # input, so the slower input holds the watermark back.
+        # What crosses that shuffle is kept small: a frame's statistics instead of its hit
+        # strings, and the original bytes only of records that will be dead-lettered.
         event_time = F.coalesce(F.timestamp_millis("ts"), F.col("timestamp"))
+        stats = frame_stats()
+        parsed = parse_requests(self._source(spark, self.topics.requests))
+        lettered = F.col("error").isNotNull() | (F.size("bad") > 0)
         requests = _shared(
-            parse_requests(self._source(spark, self.topics.requests))
+            parsed.select(
+                F.when(lettered, F.col("key")).alias("key"),
+                F.when(lettered, F.col("value")).alias("value"),
+                *(c for c in parsed.columns if c not in ("key", "value", "good")),
+                F.size("good").alias("n_hits"),
+                F.concat_ws(",", "good").alias("hits_text"),
+            )
+            .select("*", *(F.expr(sql).alias(name) for name, sql in stats.items()))
+            .drop("hits_text")
             .withColumn("et", event_time)
             .withWatermark("et", delay),
             "ts",
             "machine",
             "zone",
         )
+        checked = parse_approvals(self._source(spark, self.topics.approvals))
         approvals = _shared(
-            parse_approvals(self._source(spark, self.topics.approvals))
+            checked.select(
+                F.when(F.col("error").isNotNull(), F.col("key")).alias("key"),
+                F.when(F.col("error").isNotNull(), F.col("value")).alias("value"),
+                *(c for c in checked.columns if c not in ("key", "value")),
+            )
             .withColumn("et", event_time)
             .withWatermark("et", delay),
             "ts",
@@ -393,26 +411,17 @@ class GameSessions:
             )
         )
 
-        stats = frame_stats()
-        frames = (
-            requests.where("error IS NULL")
-            .select(
-                "ts",
-                "machine",
-                "zone",
-                "game",
-                "et",
-                F.size("bad").alias("n_bad"),
-                F.size("good").alias("n_hits"),
-                F.concat_ws(",", "good").alias("hits_text"),
-            )
-            .select(
-                "*",
-                *(F.expr(sql).alias(name) for name, sql in stats.items()),
-                F.lit(1).alias("frames"),
-                F.lit(0).alias("approvals"),
-            )
-            .drop("hits_text")
+        frames = requests.where("error IS NULL").select(
+            "ts",
+            "machine",
+            "zone",
+            "game",
+            "et",
+            F.size("bad").alias("n_bad"),
+            "n_hits",
+            *stats,
+            F.lit(1).alias("frames"),
+            F.lit(0).alias("approvals"),
         )
         # An approval carries its frame's header, so "approved within the window" is a check
         # of the approval record alone; pairing is then a sum per header.
