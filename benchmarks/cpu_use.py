@@ -11,6 +11,8 @@ import os
 import time
 from typing import Any
 
+from streamscale import processes
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -30,17 +32,14 @@ def snapshot() -> dict[tuple[str, str], float]:
     """CPU seconds (user + system) of every process now, keyed by (pid, kind)."""
     out: dict[tuple[str, str], float] = {}
     for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
+        fields = processes.stat_fields(pid) if pid.isdigit() else None
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
             with open(f"/proc/{pid}/cmdline") as f:
                 cmd = f.read().replace("\0", " ")
         except OSError:
             continue
-        fields = stat.rsplit(")", 1)[1].split()
-        out[(pid, _kind(pid, cmd))] = (int(fields[11]) + int(fields[12])) / TICK
+        if fields is not None:
+            out[(pid, _kind(pid, cmd))] = (int(fields[11]) + int(fields[12])) / TICK
     return out
 
 

@@ -440,36 +440,6 @@ def start(
     return cluster
 
 
-def descendants(pid: int) -> list[int]:
-    """PIDs of every process below ``pid`` (Linux ``/proc``; empty elsewhere).
-
-    Executors are children of a Worker, and PySpark's Python daemons (children of executors)
-    move to their own process group, so stopping a Worker's group alone can leave them.
-    """
-    children: dict[int, list[int]] = {}
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces, so split after the last ')'.
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def _stop_leftovers(pids: Sequence[int], timeout_s: float = 10.0) -> None:
     alive = [p for p in pids if processes.pid_alive(p)]
     deadline = time.monotonic() + 3.0
@@ -497,7 +467,10 @@ def stop(data_dir: Path = DEFAULT_DATA_DIR) -> int:
     stopped = 0
     for name in [*_worker_names(data_dir), MASTER]:
         recorded = processes.load(data_dir, name)
-        below = descendants(recorded.pid) if recorded is not None and recorded.alive() else []
+        # Executors are children of a Worker, and PySpark's Python daemons (children of
+        # executors) move to their own process group: stopping the Worker's group can leave them.
+        alive = recorded is not None and recorded.alive()
+        below = processes.descendants(recorded.pid) if recorded is not None and alive else []
         try:
             if processes.stop(data_dir, name):
                 stopped += 1

@@ -152,26 +152,6 @@ READY_WAIT_S = 90.0
 # --- memory of everything started ----------------------------------------------------------
 
 
-def process_tree(root: int) -> list[int]:
-    """``root`` and its descendants, from /proc (Linux)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
-
-
 def rss_bytes(pids: Sequence[int]) -> int:
     total = 0
     for pid in pids:
@@ -191,7 +171,9 @@ class MemorySampler:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.peak = max(self.peak, rss_bytes(process_tree(os.getpid())))
+            self.peak = max(
+                self.peak, rss_bytes([os.getpid(), *processes.descendants(os.getpid())])
+            )
 
     def __enter__(self) -> MemorySampler:
         self._thread.start()

@@ -151,6 +151,36 @@ def stop(data_dir: Path, name: str, timeout_s: float = 10.0) -> bool:
     return was_alive
 
 
+def stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (``[0]`` state, ``[1]`` parent
+    PID, ``[11]``/``[12]`` user/system clock ticks); None if the process is gone (Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # "pid (comm) state ppid ...": comm may hold spaces, so split after the last ')'.
+    return stat.rsplit(")", 1)[-1].split()
+
+
+def descendants(pid: int) -> list[int]:
+    """PIDs of every process below ``pid`` (Linux ``/proc``; empty elsewhere)."""
+    if not os.path.isdir("/proc"):
+        return []
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        fields = stat_fields(entry) if entry.isdigit() else None
+        if fields is not None and len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def tail(path: Path, lines: int = 5) -> str:
     try:
         text = path.read_text(errors="replace").strip().splitlines()

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from streamscale.kafka.offsets import Offsets, TopicPartition
+from streamscale.kafka.offsets import Offsets, TopicPartition, tp_names
 
 log = logging.getLogger(__name__)
 
@@ -250,11 +250,14 @@ class KafkaAdmin:
             if self._consumer is not None:
                 self._consumer.close()
                 self._consumer = None
-            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(waiting))
-            log.info("end offsets: no fetch answer for %s in %.0f s (try %d)", names, wait, attempt)
+            log.info(
+                "end offsets: no fetch answer for %s in %.0f s (try %d)",
+                tp_names(waiting),
+                wait,
+                attempt,
+            )
             pending = {tp: pending[tp] for tp in waiting}
-        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(pending))
-        raise KafkaError(f"no fetch answer for {names} on {self.servers} in time")
+        raise KafkaError(f"no fetch answer for {tp_names(pending)} on {self.servers} in time")
 
     def _fetch_once(
         self,

@@ -100,6 +100,11 @@ def parse_assign(text: str) -> list[TopicPartition]:
     return sorted(set(tps))
 
 
+def tp_names(tps: Iterable[TopicPartition]) -> str:
+    """``topic-partition`` names, sorted, for messages."""
+    return ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(tps))
+
+
 def resolve_specific(
     requested: Mapping[TopicPartition, int],
     partitions: Iterable[TopicPartition],
@@ -112,14 +117,14 @@ def resolve_specific(
     missing ones rather than a silent guess.
     """
     wanted = set(partitions)
-    missing = sorted(wanted - set(requested))
+    missing = wanted - set(requested)
     if missing:
-        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
-        raise OffsetError(f"startingOffsets names no offset for partitions {names}")
-    unknown = sorted(set(requested) - wanted)
+        raise OffsetError(f"startingOffsets names no offset for partitions {tp_names(missing)}")
+    unknown = set(requested) - wanted
     if unknown:
-        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in unknown)
-        raise OffsetError(f"startingOffsets names partitions that are not read: {names}")
+        raise OffsetError(
+            f"startingOffsets names partitions that are not read: {tp_names(unknown)}"
+        )
     out: Offsets = {}
     for tp in sorted(wanted):
         offset = requested[tp]

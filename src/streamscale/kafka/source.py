@@ -255,13 +255,11 @@ def arrow_batch(messages: list[Any], topic: str, partition: int, include_headers
         pa.array(stamps[:, 1] * 1000, pa.timestamp("us", tz="UTC")),
         pa.array(types, pa.int32()),
     ]
-    names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
     if include_headers:
         headers = [[{"key": k, "value": v} for k, v in (m.headers() or [])] for m in messages]
         header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
         arrays.append(pa.array(headers, header_type))
-        names.append("headers")
-    return pa.RecordBatch.from_arrays(arrays, names=names)
+    return pa.RecordBatch.from_arrays(arrays, names=source_schema(include_headers).names)
 
 
 def read_range(

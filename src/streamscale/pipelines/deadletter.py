@@ -17,6 +17,7 @@ per record beyond the checks themselves. The Kafka sink writes the ``headers`` c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
@@ -54,6 +55,10 @@ def dlq_topic(pipeline: str) -> str:
     return f"{pipeline}-dlq"
 
 
+SOURCE_COLUMNS: Final = ("key", "value", "topic", "partition", "offset")
+"""The source columns a dead letter is made of: the original bytes and where they came from."""
+
+
 def sql_str(value: str) -> str:
     """``value`` as a Spark SQL string literal."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -64,6 +69,37 @@ def _string_check(text: str, field: str) -> str:
     STRING field, an array as its JSON text; only a strict check on the text tells)."""
     pattern = '"' + field + r'"\s*:\s*"'
     return f"({text} RLIKE {sql_str(pattern)})"
+
+
+def _json_case(
+    text: str,
+    parsed: str,
+    required: Mapping[str, str],
+    strings: tuple[str, ...],
+    *,
+    is_null: str,
+    not_json: str,
+    wrong_type: str,
+    missing: Mapping[str, str],
+) -> str:
+    """The CASE that :func:`json_error_sql` and :func:`json_detail_sql` share; the outcomes
+    are SQL expressions (``missing`` one per required field)."""
+    present = " AND ".join(f"{parsed}.`{f}` IS NOT NULL" for f in required)
+    strict = "".join(f" AND {_string_check(text, f)}" for f in strings)
+    wrong = " OR ".join(
+        f"({parsed}.`{f}` IS NULL AND get_json_object({text}, '$.{f}') IS NOT NULL)"
+        for f in required
+    )
+    not_strings = " OR ".join(f"NOT {_string_check(text, f)}" for f in strings) or "FALSE"
+    absent = " ".join(f"WHEN {parsed}.`{f}` IS NULL THEN {missing[f]}" for f in required)
+    return (
+        f"CASE WHEN {parsed}._corrupt IS NULL AND {present}{strict} THEN NULL "
+        f"WHEN {text} IS NULL THEN {is_null} "
+        f"WHEN json_object_keys({text}) IS NULL THEN {not_json} "
+        f"WHEN {parsed}._corrupt IS NOT NULL OR {wrong} THEN {wrong_type} "
+        f"{absent} "
+        f"WHEN {not_strings} THEN {wrong_type} END"
+    )
 
 
 def json_error_sql(
@@ -83,21 +119,15 @@ def json_error_sql(
     present but unreadable as its type), a missing (or null) field. The fast path (everything
     present) is tested first, so a good record costs one parse.
     """
-    present = " AND ".join(f"{parsed}.`{f}` IS NOT NULL" for f in required)
-    strict = "".join(f" AND {_string_check(text, f)}" for f in strings)
-    wrong = " OR ".join(
-        f"({parsed}.`{f}` IS NULL AND get_json_object({text}, '$.{f}') IS NOT NULL)"
-        for f in required
-    )
-    not_strings = " OR ".join(f"NOT {_string_check(text, f)}" for f in strings) or "FALSE"
-    missing = " ".join(f"WHEN {parsed}.`{f}` IS NULL THEN '{MISSING_FIELD}'" for f in required)
-    return (
-        f"CASE WHEN {parsed}._corrupt IS NULL AND {present}{strict} THEN NULL "
-        f"WHEN {text} IS NULL THEN '{null_error}' "
-        f"WHEN json_object_keys({text}) IS NULL THEN '{NOT_JSON}' "
-        f"WHEN {parsed}._corrupt IS NOT NULL OR {wrong} THEN '{WRONG_TYPE}' "
-        f"{missing} "
-        f"WHEN {not_strings} THEN '{WRONG_TYPE}' END"
+    return _json_case(
+        text,
+        parsed,
+        required,
+        strings,
+        is_null=f"'{null_error}'",
+        not_json=f"'{NOT_JSON}'",
+        wrong_type=f"'{WRONG_TYPE}'",
+        missing={f: f"'{MISSING_FIELD}'" for f in required},
     )
 
 
@@ -105,26 +135,16 @@ def json_detail_sql(
     text: str, parsed: str, required: dict[str, str], what: str, strings: tuple[str, ...] = ()
 ) -> str:
     """Spark SQL: the ``error.detail`` sentence matching :func:`json_error_sql`."""
-    wrong = " OR ".join(
-        f"({parsed}.`{f}` IS NULL AND get_json_object({text}, '$.{f}') IS NOT NULL)"
-        for f in required
-    )
-    missing = " ".join(
-        f"WHEN {parsed}.`{f}` IS NULL THEN {sql_str(f'{what} has no {f} ({desc})')}"
-        for f, desc in required.items()
-    )
     types = ", ".join(f"{f} {desc}" for f, desc in required.items())
-    wrong_detail = sql_str(f"{what} has a field of the wrong type (expected {types})")
-    not_strings = " OR ".join(f"NOT {_string_check(text, f)}" for f in strings) or "FALSE"
-    present = " AND ".join(f"{parsed}.`{f}` IS NOT NULL" for f in required)
-    strict = "".join(f" AND {_string_check(text, f)}" for f in strings)
-    return (
-        f"CASE WHEN {parsed}._corrupt IS NULL AND {present}{strict} THEN NULL "
-        f"WHEN {text} IS NULL THEN {sql_str(f'{what} is null')} "
-        f"WHEN json_object_keys({text}) IS NULL THEN {sql_str(f'{what} is not a JSON object')} "
-        f"WHEN {parsed}._corrupt IS NOT NULL OR {wrong} THEN {wrong_detail} "
-        f"{missing} "
-        f"WHEN {not_strings} THEN {wrong_detail} END"
+    return _json_case(
+        text,
+        parsed,
+        required,
+        strings,
+        is_null=sql_str(f"{what} is null"),
+        not_json=sql_str(f"{what} is not a JSON object"),
+        wrong_type=sql_str(f"{what} has a field of the wrong type (expected {types})"),
+        missing={f: sql_str(f"{what} has no {f} ({desc})") for f, desc in required.items()},
     )
 
 

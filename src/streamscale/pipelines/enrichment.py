@@ -94,11 +94,7 @@ def parse_purchases(df: DataFrame) -> DataFrame:
     text = "CAST(value AS STRING)"
     parsed = df.withColumn("j", F.from_json(F.expr(text), PURCHASE_SCHEMA))
     return parsed.select(
-        "key",
-        "value",
-        "topic",
-        "partition",
-        "offset",
+        *dl.SOURCE_COLUMNS,
         *(["src"] if "src" in df.columns else []),
         F.col("j.id").alias("pid"),
         F.col("j.price").alias("price"),
@@ -143,11 +139,7 @@ def parse_referential(df: DataFrame) -> DataFrame:
     text = "CAST(value AS STRING)"
     parsed = df.withColumn("j", F.from_json(F.expr(text), PRODUCT_SCHEMA))
     return parsed.select(
-        "key",
-        "value",
-        "topic",
-        "partition",
-        "offset",
+        *dl.SOURCE_COLUMNS,
         F.expr(KEY_ID).alias("pid"),
         F.col("j.name").alias("name"),
         F.col("value").isNull().alias("deleted"),
@@ -344,6 +336,7 @@ class Enrichment:
         self._table_df: DataFrame | None = None
         self._table_df_version = -1
         self._next_batch: int | None = None
+        self._last_ref_offsets: tuple[int, dict[int, int]] | None = None
         self._lock = threading.Lock()
         self.counts: dict[int, BatchCounts] = {}
 
@@ -499,15 +492,24 @@ class Enrichment:
 
     def _ref_offsets(self, spark: SparkSession, batch_id: int) -> dict[int, int]:
         """The referential's end offsets of ``batch_id`` in the checkpoint's offset log
-        (written before the batch runs: ``v1``, metadata, then one JSON line per source)."""
+        (written before the batch runs: ``v1``, metadata, then one JSON line per source).
+
+        A batch's start is the previous batch's end: the last answer is kept, so each offset
+        file is read once.
+        """
+        if self._last_ref_offsets is not None and self._last_ref_offsets[0] == batch_id:
+            return dict(self._last_ref_offsets[1])
+        offsets: dict[int, int] = {}
         text = read_text(spark, f"{self.checkpoint}/offsets/{batch_id}")
         for line in text.splitlines()[2:]:
             if not line.startswith("{"):
                 continue
-            offsets = json.loads(line)
-            if self.topics.referential in offsets:
-                return {int(p): int(o) for p, o in offsets[self.topics.referential].items()}
-        return {}
+            sources = json.loads(line)
+            if self.topics.referential in sources:
+                offsets = {int(p): int(o) for p, o in sources[self.topics.referential].items()}
+                break
+        self._last_ref_offsets = (batch_id, offsets)
+        return dict(offsets)
 
 
 def read_text(spark: SparkSession, path: str) -> str:

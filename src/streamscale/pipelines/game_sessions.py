@@ -64,7 +64,7 @@ from streamscale.pipelines import hits as codec
 from streamscale.settings import Settings
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 NAME: Final = "game-sessions"
@@ -113,6 +113,13 @@ def _header_checks() -> tuple[str, str]:
     )
 
 
+def _header_fields() -> list[Column]:
+    """The frame header parsed into ``k``, as columns ``ts, machine, zone``."""
+    from pyspark.sql import functions as F
+
+    return [F.col(f"k.{name}").alias(name) for name in ("ts", "machine", "zone")]
+
+
 def parse_requests(df: DataFrame) -> DataFrame:
     """Frame records → header, body, checked hits, ``error``/``detail`` (NULL: usable)."""
     from pyspark.sql import functions as F
@@ -152,15 +159,9 @@ def parse_requests(df: DataFrame) -> DataFrame:
     )
     return (
         parsed.select(
-            "key",
-            "value",
-            "topic",
-            "partition",
-            "offset",
+            *dl.SOURCE_COLUMNS,
             "timestamp",
-            F.col("k.ts").alias("ts"),
-            F.col("k.machine").alias("machine"),
-            F.col("k.zone").alias("zone"),
+            *_header_fields(),
             F.col("b.game").alias("game"),
             F.col("b.hits").alias("b_hits"),
             F.expr(checked).alias("checked"),
@@ -190,15 +191,9 @@ def parse_approvals(df: DataFrame) -> DataFrame:
     key_error, key_detail = _header_checks()
     parsed = df.select("*", F.from_json(F.expr("CAST(key AS STRING)"), KEY_SCHEMA).alias("k"))
     return parsed.select(
-        "key",
-        "value",
-        "topic",
-        "partition",
-        "offset",
+        *dl.SOURCE_COLUMNS,
         "timestamp",
-        F.col("k.ts").alias("ts"),
-        F.col("k.machine").alias("machine"),
-        F.col("k.zone").alias("zone"),
+        *_header_fields(),
         F.expr(key_error).alias("error"),
         F.expr(key_detail).alias("detail"),
     )
@@ -359,37 +354,29 @@ class GameSessions:
         # What crosses that shuffle is kept small: a frame's statistics instead of its hit
         # strings, and the original bytes only of records that will be dead-lettered.
         event_time = F.coalesce(F.timestamp_millis("ts"), F.col("timestamp"))
-        stats = frame_stats()
-        parsed = parse_requests(self._source(spark, self.topics.requests))
-        lettered = F.col("error").isNotNull() | (F.size("bad") > 0)
-        requests = _shared(
-            parsed.select(
+
+        def shared_input(df: DataFrame, lettered: Column) -> DataFrame:
+            kept = df.select(
                 F.when(lettered, F.col("key")).alias("key"),
                 F.when(lettered, F.col("value")).alias("value"),
-                *(c for c in parsed.columns if c not in ("key", "value", "good")),
-                F.size("good").alias("n_hits"),
-                F.concat_ws(",", "good").alias("hits_text"),
+                *(c for c in df.columns if c not in ("key", "value")),
+            )
+            watermarked = kept.withColumn("et", event_time).withWatermark("et", delay)
+            return _shared(watermarked, "ts", "machine", "zone")
+
+        stats = frame_stats()
+        parsed = (
+            parse_requests(self._source(spark, self.topics.requests))
+            .select(
+                "*", F.size("good").alias("n_hits"), F.concat_ws(",", "good").alias("hits_text")
             )
             .select("*", *(F.expr(sql).alias(name) for name, sql in stats.items()))
-            .drop("hits_text")
-            .withColumn("et", event_time)
-            .withWatermark("et", delay),
-            "ts",
-            "machine",
-            "zone",
+            .drop("good", "hits_text")
         )
-        checked = parse_approvals(self._source(spark, self.topics.approvals))
-        approvals = _shared(
-            checked.select(
-                F.when(F.col("error").isNotNull(), F.col("key")).alias("key"),
-                F.when(F.col("error").isNotNull(), F.col("value")).alias("value"),
-                *(c for c in checked.columns if c not in ("key", "value")),
-            )
-            .withColumn("et", event_time)
-            .withWatermark("et", delay),
-            "ts",
-            "machine",
-            "zone",
+        requests = shared_input(parsed, F.col("error").isNotNull() | (F.size("bad") > 0))
+        approvals = shared_input(
+            parse_approvals(self._source(spark, self.topics.approvals)),
+            F.col("error").isNotNull(),
         )
 
         bad_frames = _counts_by_error("frames_dlq", requests.where("error IS NOT NULL"))
@@ -448,20 +435,20 @@ class GameSessions:
             )
         )
         paired = (F.col("frames") > 0) & (F.col("approvals") > 0)
+
+        def total(when: Column, value: Column) -> Column:
+            return F.coalesce(F.sum(F.when(when, value)), F.lit(0))
+
         observed = pairs.observe(
             "join",
-            F.coalesce(F.sum(F.when(paired, F.col("frames"))), F.lit(0)).alias("approved"),
-            F.coalesce(F.sum(F.when(F.col("approvals") == 0, F.col("frames"))), F.lit(0)).alias(
-                "unapproved"
+            total(paired, F.col("frames")).alias("approved"),
+            total(F.col("approvals") == 0, F.col("frames")).alias("unapproved"),
+            total(F.col("frames") == 0, F.col("approvals")).alias("late_approvals"),
+            total(paired & (F.col("approvals") > 1), F.col("approvals") - 1).alias(
+                "duplicate_approvals"
             ),
-            F.coalesce(F.sum(F.when(F.col("frames") == 0, F.col("approvals"))), F.lit(0)).alias(
-                "late_approvals"
-            ),
-            F.coalesce(
-                F.sum(F.when(paired & (F.col("approvals") > 1), F.col("approvals") - 1)), F.lit(0)
-            ).alias("duplicate_approvals"),
-            F.coalesce(F.sum(F.when(paired, F.col("n_hits"))), F.lit(0)).alias("hits"),
-            F.coalesce(F.sum(F.when(paired, F.col("n_bad"))), F.lit(0)).alias("hits_undecodable"),
+            total(paired, F.col("n_hits")).alias("hits"),
+            total(paired, F.col("n_bad")).alias("hits_undecodable"),
         )
         approved = observed.where(paired).drop("approvals", "n_bad")
         return (

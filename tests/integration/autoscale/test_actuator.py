@@ -111,7 +111,7 @@ def scenario(data_dir: Path) -> dict[str, Any]:
 
             master_pids = [local.master_pid, *local.worker_pids]
             out["cluster_pids"] = master_pids + [
-                pid for parent in master_pids for pid in cluster.descendants(parent)
+                pid for parent in master_pids for pid in processes.descendants(parent)
             ]
         finally:
             spark.stop()
