@@ -260,3 +260,55 @@ def split_ranges(offset_ranges: list[OffsetRange], min_partitions: int | None) -
             if bounds[i + 1] > bounds[i]
         )
     return out
+
+
+def check_co_partitioned(tps: Iterable[TopicPartition]) -> None:
+    """Co-partitioned topics have the same number of partitions (as a Kafka Streams join
+    requires); :class:`OffsetError` names the counts otherwise."""
+    counts: dict[str, int] = {}
+    for tp in tps:
+        counts[tp.topic] = counts.get(tp.topic, 0) + 1
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"{t} has {n}" for t, n in sorted(counts.items()))
+        raise OffsetError(
+            f"coPartitioned needs topics with the same number of partitions: {listed}; "
+            "give them equal partition counts or drop coPartitioned"
+        )
+
+
+def co_partition(
+    offset_ranges: list[OffsetRange], min_partitions: int | None
+) -> list[tuple[OffsetRange, ...]]:
+    """Ranges grouped by partition number: one Spark task reads partition ``p`` of every
+    topic, so records with the same key in co-partitioned topics meet in one task.
+
+    With ``min_partitions`` above the number of groups, groups get extra pieces in proportion
+    to their size and each of a group's ranges is cut into that many contiguous near-equal
+    pieces, piece ``i`` of every topic read together: every record is read exactly once.
+    """
+    groups: dict[int, list[OffsetRange]] = {}
+    for r in offset_ranges:
+        if r.size > 0:
+            groups.setdefault(r.partition, []).append(r)
+    ordered = [tuple(sorted(groups[p])) for p in sorted(groups)]
+    if min_partitions is None or len(ordered) >= min_partitions:
+        return ordered
+    sizes = {TopicPartition(str(i), 0): sum(r.size for r in g) for i, g in enumerate(ordered)}
+    most = {tp: max(r.size for r in ordered[int(tp.topic)]) - 1 for tp in sizes}
+    extra = largest_remainder(min(min_partitions, sum(sizes.values())) - len(ordered), most)
+    out: list[tuple[OffsetRange, ...]] = []
+    for i, group in enumerate(ordered):
+        pieces = 1 + extra[TopicPartition(str(i), 0)]
+        cut = [
+            [r.start + math.floor(j * r.size / pieces) for j in range(pieces)] + [r.end]
+            for r in group
+        ]
+        for j in range(pieces):
+            piece = tuple(
+                OffsetRange(r.topic, r.partition, b[j], b[j + 1])
+                for r, b in zip(group, cut, strict=True)
+                if b[j + 1] > b[j]
+            )
+            if piece:
+                out.append(piece)
+    return out

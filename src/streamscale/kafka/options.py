@@ -4,7 +4,8 @@ Names follow Spark's Kafka connector: ``kafka.bootstrap.servers`` (and any ``kaf
 librdkafka key), ``subscribe``, ``subscribePattern``, ``assign``, ``startingOffsets``,
 ``maxOffsetsPerTrigger``, ``minPartitions``, ``failOnDataLoss``, ``includeHeaders``,
 ``groupIdPrefix``, ``kafka.group.id``, ``topic``. Ours: ``endOffsetsMethod``
-(``list_offsets`` | ``fetch``) and ``queryName`` (names the consumer group).
+(``list_offsets`` | ``fetch``), ``queryName`` (names the consumer group) and ``coPartitioned``
+(one task reads the same partition number of every topic, as a Kafka Streams join task does).
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class SourceOptions:
     min_partitions: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
+    co_partitioned: bool = False
     group_id: str = "streamscale"
     end_offsets_method: Literal["list_offsets", "fetch"] = "list_offsets"
     poll_timeout_s: float = 120.0
@@ -176,6 +178,7 @@ def parse_source(options: Mapping[str, str]) -> SourceOptions:
         min_partitions=_positive_int(options, "minPartitions"),
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         include_headers=_bool(options, "includeHeaders", False),
+        co_partitioned=_bool(options, "coPartitioned", False),
         group_id=group,
         end_offsets_method=method,  # type: ignore[arg-type]
         poll_timeout_s=(poll_ms or 120_000) / 1000.0,

@@ -38,8 +38,11 @@ from streamscale.kafka.admin import KafkaAdmin
 from streamscale.kafka.collector import collector_paused
 from streamscale.kafka.offsets import (
     OffsetError,
+    OffsetRange,
     Offsets,
     TopicPartition,
+    check_co_partitioned,
+    co_partition,
     from_json,
     out_of_range,
     ranges,
@@ -88,6 +91,15 @@ class KafkaInputPartition(InputPartition):  # type: ignore[misc]
         self.end = end
 
 
+class KafkaGroupPartition(InputPartition):  # type: ignore[misc]
+    """One Spark task of a co-partitioned read: ranges of the same partition number of
+    several topics, read one after the other."""
+
+    def __init__(self, ranges: tuple[OffsetRange, ...]) -> None:
+        super().__init__(tuple((r.topic, r.partition, r.start, r.end) for r in ranges))
+        self.ranges = tuple(KafkaInputPartition(*r) for r in self.value)
+
+
 ARROW_BATCH_ROWS = 20_000
 # An unreachable cluster must fail the query within 30 s, naming the servers.
 ADMIN_TIMEOUT_S = 20.0
@@ -123,6 +135,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         tps = self.admin.partitions(o.subscribe, o.subscribe_pattern, o.assign)
         if not tps and o.subscribe_pattern is not None:
             log.warning("subscribePattern %r matches no topic yet", o.subscribe_pattern)
+        if o.co_partitioned:
+            check_co_partitioned(tps)
         return tps
 
     def _check_range(self, offsets: Offsets, earliest: Offsets, latest: Offsets) -> Offsets:
@@ -193,12 +207,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
         return to_json(self._latest) if self._latest is not None else None
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[KafkaInputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         begin = from_json(start)
         until = from_json(end)
         missing = [tp for tp in until if tp not in begin]
         if missing:
             begin.update(self.admin.earliest(missing))
+        if self.options.co_partitioned:
+            groups = co_partition(ranges(begin, until), self.options.min_partitions)
+            return [KafkaGroupPartition(group) for group in groups]
         planned = split_ranges(ranges(begin, until), self.options.min_partitions)
         return [KafkaInputPartition(r.topic, r.partition, r.start, r.end) for r in planned]
 
@@ -224,7 +241,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
 
     # executor side -------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        """Read ``[start, end)`` of one partition as Arrow record batches."""
+        """Read ``[start, end)`` of one partition (or of each of a group) as Arrow batches."""
+        if isinstance(partition, KafkaGroupPartition):
+            for part in partition.ranges:
+                yield from read_range(self.options, part, self.include_headers)
+            return
         assert isinstance(partition, KafkaInputPartition)
         yield from read_range(self.options, partition, self.include_headers)
 

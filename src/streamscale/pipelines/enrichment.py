@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from streamscale.pipelines import deadletter as dl
+from streamscale.pipelines.checkpoint_files import read_text
 from streamscale.settings import Settings
 
 if TYPE_CHECKING:
@@ -510,18 +511,6 @@ class Enrichment:
                 break
         self._last_ref_offsets = (batch_id, offsets)
         return dict(offsets)
-
-
-def read_text(spark: SparkSession, path: str) -> str:
-    """A small text file on any Hadoop file system (the checkpoint may be on S3 or HDFS)."""
-    jvm: Any = spark.sparkContext._jvm
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    stream = fs.open(hadoop_path)
-    try:
-        return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
-    finally:
-        stream.close()
 
 
 def read_referential(

@@ -1,4 +1,4 @@
-"""Game sessions: frames joined with their approvals within 3 s, hits decoded, per-machine sessions.
+"""Game sessions: frames paired with their approvals within 3 s, hits decoded, per-machine sessions.
 
 Input: ``GAME-FRAME-RQ`` (frames) and ``GAME-FRAME-RS`` (approvals, byte-identical), both keyed
 by the frame header ``{ts, machine, zone}`` (formats in :mod:`.hits`). Output: ``SESSIONS``,
@@ -13,73 +13,80 @@ one JSON record per closed session keyed by the machine id::
 ``start``/``end`` are the session window (``end`` = last frame + gap), ``firstTs``/``lastTs``
 the first and last frame's ``ts``; all epoch milliseconds.
 
-One streaming query, all in Spark SQL (no Python UDF), one checkpoint:
+**Semantics.** Event time is the header's ``ts`` on both inputs; the watermark is the newest
+``ts`` of each input minus ``watermark_delay_s``, the slower input holding it back. An
+approval is in time when its Kafka timestamp is within ``[ts, ts + approval_window_s]``; a
+frame is approved as soon as an in-time approval with its header has been read (the same
+equi-join on the header as a stream-stream join, its time predicate being on the approval
+alone). A header the watermark passes unpaired is settled: its frame is *unapproved*, an
+approval without a frame *late*. Approved frames are summed per machine into session windows
+(``session_gap_s``) and a session is written once, when the watermark passes its end.
+Records behind the watermark are counted as late and not paired. A second approval of an
+approved frame in the same batch is a *duplicate*; in a later batch, a late approval.
 
-1. Parse both sides; bad records (null or non-JSON key, wrong types, missing fields, invalid
-   values) go to ``game-sessions-dlq``. Each hit of a frame is checked with the codec's SQL
-   (:func:`.hits.sql_hit_error`); a frame with undecodable hits is dead-lettered once (its
-   original bytes, the hits and reasons in ``error.detail``), and its other hits go on.
-2. Event time, on both inputs: the header's ``ts`` (an approval carries its frame's header).
-   Each input carries a watermark (``watermark_delay_s``), so the slower one holds it back.
-   An approval is "in time" when its Kafka timestamp is within ``[ts, ts + 3 s]``
-   (``approval_window_s``): a check of the approval record alone, since its header holds
-   ``ts``. Pairing is then an aggregation, not a stream-stream join: frames and in-time
-   approvals are summed per header (``et, machine, zone``), and when the watermark passes a
-   header its group is settled: approved when it has a frame and an approval, "unapproved"
-   (filtered) when it has no approval, "late approvals" when it has approvals but no frame.
-   Approvals outside the window are late approvals as they arrive. Measured against the
-   full outer stream-stream join it replaces (docs/benchmarks.md): 27k instead of 17.8k
-   frames/s, the join's RocksDB state lookups and key-index bookkeeping being most of the
-   difference.
-3. Each frame's hit statistics (count, impact sum and max, counts per impact type and
-   direction) are computed from its decodable hits before the pairing (:func:`frame_stats`:
-   no explode; the pairing state holds a few integers per header), and approved headers are
-   summed per machine in ``session_window(et, session_gap_s)`` (30 s).
+**How, and why this way.** One query, one checkpoint; the source reads both topics
+co-partitioned (``coPartitioned``: one task reads partition ``p`` of both, as a Kafka Streams
+join task does, so a frame and its approval normally meet in one task), and each
+micro-batch runs in ``foreachBatch``:
 
-Output mode is **append**: a session is written once, when the watermark passes its end (last
-frame + gap + watermark delay after the newest event), never updated. So a session is
-emitted about 40 s (event time) after its last frame by default, and sessions still open when
-an ``--available-now`` run ends stay in the state store (RocksDB, changelog checkpointing)
-and continue in the next run.
+1. one Spark job: each task parses its records as Arrow columns (:mod:`.frame_batches`:
+   vectorized, no Python call per record), writes the records it cannot use to
+   ``game-sessions-dlq``, pairs frames and approvals by header and sums approved frames per
+   machine and gap-sized bucket; it returns those few sums, its unpaired headers and its
+   counts to the driver;
+2. the driver (:mod:`.sessions`) pairs the unpaired headers across tasks and batches, moves
+   the watermark, settles headers, merges sessions, writes the closed ones to ``SESSIONS``
+   and saves its state (pending headers, open sessions, newest ts per input) in the
+   checkpoint, ``sessions/<batch id>``, before the batch commits.
 
-Limits: an approval delivered twice (an upstream replay) approves its frame once and is
-counted as a duplicate approval; two frames with the same header are one header, approved
-together. The approval's body is not read (it is the frame's, byte for byte). Frames or
-approvals later than the watermark are dropped by Spark, uncounted.
+The earlier design, Spark SQL parsing and a streaming aggregation per header and per
+session window in RocksDB, ran at 13-27k frames/s on this machine: two shuffles, a state
+store update and removal per header, and about 25 µs of JVM time per frame for JSON and hit
+parsing. This one needs no shuffle and keeps state only for what is not yet paired
+(``docs/benchmarks.md``). Topics that are not co-partitioned (a producer that does not key by
+header, or other partition counts, which are refused at start) still give exact results:
+every header then pairs on the driver, which is slower.
 
-Counts (observed metrics in each batch's progress, :func:`batch_counts`): frames in = frames
-dead-lettered + approved + unapproved (+ frames whose header the watermark has not passed);
-approvals in = approvals dead-lettered + approved + late + duplicate approvals (+ waiting);
-hits of approved frames = hits decoded + hits undecodable.
+A restarted query reloads the state of the last committed batch and replays the
+uncommitted one; output and dead letters are at-least-once (a replayed batch may repeat
+them), counts and state are exact.
+
+Counts (:meth:`GameSessions.batch_counts`): frames in = ``frames_dlq.records`` +
+``join.approved`` + ``join.unapproved`` + ``join.late_frames`` + pending frames;
+approvals in = ``approvals_dlq.records`` + ``join.approved`` + ``join.duplicate_approvals`` +
+``join.late_approvals`` + pending approvals (duplicate frames aside); hits of approved
+frames = ``join.hits`` + ``join.hits_undecodable``. ``pending.*`` and ``sessions.open`` are
+levels at the end of the batch, the others per batch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import logging
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from streamscale.pipelines import checkpoint_files as files
 from streamscale.pipelines import deadletter as dl
-from streamscale.pipelines import hits as codec
+from streamscale.pipelines import sessions as driver
 from streamscale.settings import Settings
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+log = logging.getLogger(__name__)
+
 NAME: Final = "game-sessions"
+STATE_DIR: Final = "sessions"
+KEEP_STATES: Final = 5
+"""State files kept in the checkpoint (the newest is the one a restart needs)."""
 
-KEY_SCHEMA: Final = "ts BIGINT, machine STRING, zone STRING, _corrupt STRING"
-BODY_SCHEMA: Final = "game STRING, hits ARRAY<STRING>, _corrupt STRING"
-KEY_FIELDS: Final = {
-    "ts": "epoch milliseconds",
-    "machine": "a 6-digit string",
-    "zone": "EU|US|ZG|AU",
-}
-BODY_FIELDS: Final = {"game": "a game name", "hits": "a list of hit strings"}
-
-CHECKED_DDL: Final = "ARRAY<STRUCT<hit: STRING, i: INT, reason: STRING>>"
-OBSERVATIONS: Final = ("frames_dlq", "approvals_dlq", "hits_dlq", "join", "approvals_late")
+SPAN: Final = "span"
+HEADER: Final = "header"
+COUNTS: Final = "counts"
 
 
 @dataclass(frozen=True)
@@ -92,231 +99,85 @@ class GameTopics:
     dlq: str = dl.dlq_topic(NAME)
 
 
-def _in(expr: str, values: tuple[str, ...]) -> str:
-    return f"{expr} IN ({', '.join(dl.sql_str(v) for v in values)})"
+def task_schema() -> str:
+    """DDL of what each task returns: spans, unpaired headers and one counts row."""
+    from streamscale.pipelines.frame_batches import SPAN_SCHEMA
 
-
-def _header_checks() -> tuple[str, str]:
-    """(error, detail) SQL of a frame key parsed into ``k``."""
-    text = "CAST(key AS STRING)"
-    error = dl.json_error_sql(text, "k", KEY_FIELDS, null_error=dl.NULL_KEY)
-    detail = dl.json_detail_sql(text, "k", KEY_FIELDS, "frame key")
-    invalid = (
-        f"k.ts < 0 OR NOT (k.machine RLIKE '^[0-9]{{{codec.MACHINE_ID_DIGITS}}}$') "
-        f"OR NOT {_in('k.zone', codec.ZONES)}"
-    )
-    return (
-        f"CASE WHEN ({error}) IS NOT NULL THEN ({error}) "
-        f"WHEN {invalid} THEN '{dl.INVALID_VALUE}' END",
-        f"CASE WHEN ({error}) IS NOT NULL THEN ({detail}) "
-        f"WHEN {invalid} THEN 'frame key: ts negative, machine not 6 digits or unknown zone' END",
-    )
-
-
-def _header_fields() -> list[Column]:
-    """The frame header parsed into ``k``, as columns ``ts, machine, zone``."""
-    from pyspark.sql import functions as F
-
-    return [F.col(f"k.{name}").alias(name) for name in ("ts", "machine", "zone")]
-
-
-def parse_requests(df: DataFrame) -> DataFrame:
-    """Frame records → header, body, checked hits, ``error``/``detail`` (NULL: usable)."""
-    from pyspark.sql import functions as F
-
-    key_error, key_detail = _header_checks()
-    text = "CAST(value AS STRING)"
-    body_error = dl.json_error_sql(text, "b", BODY_FIELDS)
-    body_detail = dl.json_detail_sql(text, "b", BODY_FIELDS, "frame body")
-    lo, hi = codec.HITS_PER_FRAME_MIN, codec.HITS_PER_FRAME_MAX
-    body_invalid = f"NOT {_in('b.game', codec.GAMES)} OR size(b.hits) NOT BETWEEN {lo} AND {hi}"
-    error = (
-        f"CASE WHEN ({key_error}) IS NOT NULL THEN ({key_error}) "
-        f"WHEN ({body_error}) IS NOT NULL THEN ({body_error}) "
-        f"WHEN {body_invalid} THEN '{dl.INVALID_VALUE}' END"
-    )
-    detail = (
-        f"CASE WHEN ({key_error}) IS NOT NULL THEN ({key_detail}) "
-        f"WHEN ({body_error}) IS NOT NULL THEN ({body_detail}) "
-        f"WHEN {body_invalid} THEN 'frame body: unknown game or not {lo}-{hi} hits' END"
-    )
-    # Fast path: one (code-generated) regex validates the whole comma-joined list; only a
-    # frame that fails it checks its hits one by one (a lambda, interpreted: 5x slower).
-    joined = "concat_ws(',', b.hits)"
-    all_valid = (
-        f"(length({joined}) = size(b.hits) * {codec.HIT_HEX_LENGTH + 1} - 1 "
-        f"AND {joined} RLIKE {dl.sql_str(hits_regex())})"
-    )
-    checked = (
-        f"CASE WHEN {all_valid} THEN NULL ELSE "
-        "transform(b.hits, (h, i) -> named_struct('hit', h, 'i', i, "
-        f"'reason', {codec.sql_hit_error('h')})) END"
-    )
-    parsed = df.select(
-        "*",
-        F.from_json(F.expr("CAST(key AS STRING)"), KEY_SCHEMA).alias("k"),
-        F.from_json(F.expr(text), BODY_SCHEMA).alias("b"),
-    )
-    return (
-        parsed.select(
-            *dl.SOURCE_COLUMNS,
-            "timestamp",
-            *_header_fields(),
-            F.col("b.game").alias("game"),
-            F.col("b.hits").alias("b_hits"),
-            F.expr(checked).alias("checked"),
-            F.expr(error).alias("error"),
-            F.expr(detail).alias("detail"),
-        )
-        .select(
-            "*",
-            F.expr(
-                "CASE WHEN checked IS NULL THEN b_hits "
-                "ELSE transform(filter(checked, x -> x.reason IS NULL), x -> x.hit) END"
-            ).alias("good"),
-            F.expr(
-                f"CASE WHEN checked IS NULL THEN CAST(array() AS {CHECKED_DDL}) "
-                "ELSE filter(checked, x -> x.reason IS NOT NULL) END"
-            ).alias("bad"),
-        )
-        .drop("b_hits")
-    )
-
-
-def parse_approvals(df: DataFrame) -> DataFrame:
-    """Approval records → header, approval time, ``error``/``detail`` (the body is not read:
-    it is byte-identical to the frame's)."""
-    from pyspark.sql import functions as F
-
-    key_error, key_detail = _header_checks()
-    parsed = df.select("*", F.from_json(F.expr("CAST(key AS STRING)"), KEY_SCHEMA).alias("k"))
-    return parsed.select(
-        *dl.SOURCE_COLUMNS,
-        "timestamp",
-        *_header_fields(),
-        F.expr(key_error).alias("error"),
-        F.expr(key_detail).alias("detail"),
-    )
-
-
-def _counts_by_error(name: str, df: DataFrame) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    return df.observe(
-        name,
-        F.count(F.lit(1)).alias("records"),
-        *(F.count(F.when(F.col("error") == e, 1)).alias(e) for e in dl.ERRORS),
-    )
-
-
-def _shared(df: DataFrame, *keys: str) -> DataFrame:
-    """``df`` hash-partitioned by ``keys``, behind an optimizer barrier, for several branches.
-
-    A source read by several branches of a streaming plan is read once per branch; a shuffle
-    that the branches share is computed once (ReusedExchange). They share it only if the
-    optimizer leaves the subtree below it identical: the guard is a non-deterministic filter
-    (so branch filters are not pushed below it) that references every column (so column
-    pruning gives every branch the same columns). Its second term is never evaluated.
-    """
-    from pyspark.sql import functions as F
-
-    guard = (F.spark_partition_id() >= 0) | (F.xxhash64(*df.columns) == 0)
-    return df.repartition(*keys).where(guard)
-
-
-def hits_regex() -> str:
-    """Java regex of a comma-joined list of valid hits (any case), from the codec's layout
-    and code tables: exactly the hits :func:`.hits.decode_hit` accepts."""
-    fields = []
-    for _, _, width, table in sorted(codec.HIT_LAYOUT, key=lambda f: f[1]):
-        if table is None:  # the impact value itself
-            codes = [f"{v:0{width}X}" for v in range(codec.IMPACT_MIN, codec.IMPACT_MAX + 1)]
-        else:
-            codes = [f"{code:0{width}X}" for code in table.values()]
-        fields.append("(?:" + "|".join(codes) + ")")
-    hit = "".join(fields)
-    return f"(?i)^{hit}(?:,{hit})*$"
-
-
-def frame_stats() -> dict[str, str]:
-    """SQL of one frame's hit statistics over its decodable hits ``good``: what a session
-    sums, computed before the pairing so that its state carries a few integers instead of
-    the hit strings. Unrolled over the at most 5 fixed-width hits of the comma-joined list
-    ``hits_text`` (no explode, no lambda: all code-generated)."""
-    step = codec.HIT_HEX_LENGTH + 1
-    layout = {name: (start, width, table) for name, start, width, table in codec.HIT_LAYOUT}
-    slots = range(codec.HITS_PER_FRAME_MAX)
-
-    def field(name: str, i: int) -> str:
-        start, width, _ = layout[name]
-        return f"upper(substring(hits_text, {start + i * step}, {width}))"
-
-    impacts = [
-        f"CASE WHEN n_hits > {i} THEN TRY_CAST(conv({field('impact', i)}, 16, 10) AS INT) END"
-        for i in slots
+    columns = [
+        f"{name} {'STRING' if str(t) == 'string' else 'BIGINT'}"
+        for name, t in zip(SPAN_SCHEMA.names, SPAN_SCHEMA.types, strict=True)
     ]
-    stats = {
-        "impact_sum": " + ".join(f"coalesce({x}, 0)" for x in impacts),
-        "impact_max": f"greatest({', '.join(impacts)})",
-    }
-    for prefix, name in (("type", "impactType"), ("dir", "direction")):
-        _, width, table = layout[name]
-        assert table is not None
-        for value, code in table.items():
-            hexed = f"'{code:0{width}X}'"
-            stats[f"{prefix}_{value}"] = " + ".join(
-                f"(CASE WHEN n_hits > {i} AND {field(name, i)} = {hexed} THEN 1 ELSE 0 END)"
-                for i in slots
-            )
-    return stats
+    return ", ".join(["kind STRING", *columns, "counts STRING"])
 
 
-def session_rows(frames: DataFrame, gap: str, output_topic: str) -> DataFrame:
-    """Approved frames with :func:`frame_stats` → one sink row per closed session
-    (``key, value, topic, headers``)."""
-    from pyspark.sql import functions as F
+@dataclass(frozen=True)
+class BatchTask:
+    """What every task of one micro-batch runs (pickled to the executors)."""
 
-    sessions = frames.groupBy(F.session_window("et", gap), "machine").agg(
-        F.max_by("zone", "ts").alias("zone"),
-        F.max_by("game", "ts").alias("game"),
-        F.min("ts").alias("firstTs"),
-        F.max("ts").alias("lastTs"),
-        F.sum("frames").alias("frames"),
-        F.sum("n_hits").alias("hits"),
-        F.sum("impact_sum").alias("totalImpact"),
-        F.max("impact_max").alias("maxImpact"),
-        F.struct(*(F.sum(f"type_{t}").alias(t) for t in codec.IMPACT_TYPE_CODES)).alias(
-            "impactTypes"
-        ),
-        F.struct(*(F.sum(f"dir_{d}").alias(d) for d in codec.DIRECTION_CODES)).alias("directions"),
-    )
-    value = F.to_json(
-        F.struct(
-            "machine",
-            "zone",
-            "game",
-            F.expr("unix_millis(session_window.start)").alias("start"),
-            F.expr("unix_millis(session_window.end)").alias("end"),
-            "firstTs",
-            "lastTs",
-            "frames",
-            "hits",
-            "totalImpact",
-            "maxImpact",
-            "impactTypes",
-            "directions",
+    requests: str
+    window_ms: int
+    gap_ms: int
+    late_before: int | None
+    dlq: str
+    sink_options: Mapping[str, str]
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow.compute as pc
+
+        from streamscale.kafka.collector import collector_paused
+        from streamscale.pipelines import frame_batches as fb
+
+        with collector_paused():
+            out = fb.Frames()
+            for batch in batches:
+                if not batch.num_rows:
+                    continue
+                is_request = pc.equal(batch.column("topic"), self.requests)
+                frames = batch.filter(is_request)
+                approvals = batch.filter(pc.invert(is_request))
+                fb.read_frames(frames, out, self.late_before)
+                fb.read_approvals(approvals, out, self.window_ms, self.late_before)
+            paired = fb.pair(out.frames + out.approvals)
+            if out.dead:
+                self._dead_letters(fb.dead_letter_batch(out.dead, self.dlq))
+            counts = dict(out.counts)
+            for name, n in paired.counts.items():
+                counts[name] = counts.get(name, 0) + n
+            tables = [
+                (SPAN, fb.spans(paired.approved, self.gap_ms)),
+                (HEADER, paired.unpaired),
+            ]
+            for kind, table in tables:
+                if table.num_rows:
+                    yield from _tagged(table, kind).to_batches()
+            summary = json.dumps({"counts": counts, "max_ts": out.max_ts})
+            yield _tagged(fb.SPAN_SCHEMA.empty_table(), COUNTS, 1, summary).to_batches()[0]
+
+    def _dead_letters(self, batch: Any) -> None:
+        from streamscale.kafka.options import parse_sink
+        from streamscale.kafka.sink import KafkaStreamWriter
+
+        options = parse_sink(self.sink_options, batch.schema.names)
+        KafkaStreamWriter(options).write(iter([batch]))
+
+
+def _tagged(table: Any, kind: str, rows: int | None = None, counts: str | None = None) -> Any:
+    """``table`` (spans) with the ``kind`` and ``counts`` columns of :func:`task_schema`;
+    ``rows`` makes a row of nulls out of an empty table (the counts row)."""
+    import pyarrow as pa
+
+    if rows is not None:
+        table = pa.table(
+            {f.name: pa.nulls(rows, f.type) for f in table.schema}, schema=table.schema
         )
-    )
-    return sessions.select(
-        F.col("machine").cast("binary").alias("key"),
-        value.alias("value"),
-        F.lit(output_topic).alias("topic"),
-        dl.no_headers().alias("headers"),
+    n = table.num_rows
+    return table.add_column(0, "kind", pa.array([kind] * n, pa.string())).append_column(
+        "counts", pa.array([counts] * n, pa.string())
     )
 
 
 class GameSessions:
-    """The game-sessions query: build with the settings, :meth:`start`."""
+    """The game-sessions query: build with the settings, :meth:`start`, read :attr:`counts`."""
 
     name = NAME
 
@@ -324,176 +185,148 @@ class GameSessions:
         self, settings: Settings, checkpoint: str, topics: GameTopics | None = None
     ) -> None:
         self.settings = settings
-        self.checkpoint = checkpoint
+        self.checkpoint = checkpoint.rstrip("/")
         self.topics = topics or GameTopics()
+        self.state = driver.State()
+        self.watermark: int | None = None
+        self.counts: dict[int, dict[str, int]] = {}
+        self._next_batch: int | None = None
+        self._lock = threading.Lock()
 
-    def _source(self, spark: SparkSession, topic: str) -> DataFrame:
+    @property
+    def gap_ms(self) -> int:
+        return int(self.settings.session_gap_s * 1000)
+
+    def stream(self, spark: SparkSession) -> DataFrame:
+        """Frames and approvals in one co-partitioned source."""
         return (
             spark.readStream.format("streamscale-kafka")
             .options(**self.settings.source_options())
-            .option("subscribe", topic)
+            .option("subscribe", f"{self.topics.requests},{self.topics.approvals}")
+            .option("coPartitioned", "true")
             .option("startingOffsets", self.settings.starting_offsets)
             .option("queryName", self.name)
             .load()
         )
 
-    def rows(self, spark: SparkSession) -> DataFrame:
-        """The sink rows: sessions and dead letters, one streaming DataFrame."""
-        from pyspark.sql import functions as F
-
-        s = self.settings
-        delay = f"{int(s.watermark_delay_s * 1000)} milliseconds"
-        window = f"{int(s.approval_window_s * 1000)} milliseconds"
-        gap = f"{int(s.session_gap_s * 1000)} milliseconds"
-        dlq = self.topics.dlq
-
-        # Each input feeds two or three branches (dead letters, the pairing): partitioned once
-        # by the header and read from Kafka once (see _shared). Event time, on both sides: the
-        # header's ts (a record's Kafka timestamp if its key is unusable); one watermark per
-        # input, so the slower input holds the watermark back.
-        # What crosses that shuffle is kept small: a frame's statistics instead of its hit
-        # strings, and the original bytes only of records that will be dead-lettered.
-        event_time = F.coalesce(F.timestamp_millis("ts"), F.col("timestamp"))
-
-        def shared_input(df: DataFrame, lettered: Column) -> DataFrame:
-            kept = df.select(
-                F.when(lettered, F.col("key")).alias("key"),
-                F.when(lettered, F.col("value")).alias("value"),
-                *(c for c in df.columns if c not in ("key", "value")),
-            )
-            watermarked = kept.withColumn("et", event_time).withWatermark("et", delay)
-            return _shared(watermarked, "ts", "machine", "zone")
-
-        stats = frame_stats()
-        parsed = (
-            parse_requests(self._source(spark, self.topics.requests))
-            .select(
-                "*", F.size("good").alias("n_hits"), F.concat_ws(",", "good").alias("hits_text")
-            )
-            .select("*", *(F.expr(sql).alias(name) for name, sql in stats.items()))
-            .drop("good", "hits_text")
-        )
-        requests = shared_input(parsed, F.col("error").isNotNull() | (F.size("bad") > 0))
-        approvals = shared_input(
-            parse_approvals(self._source(spark, self.topics.approvals)),
-            F.col("error").isNotNull(),
-        )
-
-        bad_frames = _counts_by_error("frames_dlq", requests.where("error IS NOT NULL"))
-        bad_approvals = _counts_by_error("approvals_dlq", approvals.where("error IS NOT NULL"))
-        bad_hits = (
-            requests.where("error IS NULL AND size(bad) > 0")
-            .withColumn("error", F.lit(dl.UNDECODABLE_HIT))
-            .withColumn(
-                "detail",
-                F.expr(
-                    "concat('undecodable hit(s): ', concat_ws(', ', transform(bad, "
-                    "x -> concat('hit ', x.i, ' ', coalesce(x.hit, 'null'), ' (', x.reason, ')'))))"
-                ),
-            )
-            .observe(
-                "hits_dlq",
-                F.count(F.lit(1)).alias("frames"),
-                F.sum(F.size("bad")).alias("hits"),
-            )
-        )
-
-        frames = requests.where("error IS NULL").select(
-            "ts",
-            "machine",
-            "zone",
-            "game",
-            "et",
-            F.size("bad").alias("n_bad"),
-            "n_hits",
-            *stats,
-            F.lit(1).alias("frames"),
-            F.lit(0).alias("approvals"),
-        )
-        # An approval carries its frame's header, so "approved within the window" is a check
-        # of the approval record alone; pairing is then a sum per header.
-        in_time = f"timestamp BETWEEN et AND et + INTERVAL {window}"
-        oks = (
-            approvals.where("error IS NULL")
-            .observe("approvals_late", F.count(F.when(~F.expr(in_time), 1)).alias("records"))
-            .where(in_time)
-            .select(
-                "ts", "machine", "zone", "et", F.lit(0).alias("frames"), F.lit(1).alias("approvals")
-            )
-        )
-        summed = ["frames", "approvals", "n_bad", "n_hits", *stats]
-        pairs = (
-            frames.unionByName(oks, allowMissingColumns=True)
-            .groupBy("et", "machine", "zone")
-            .agg(
-                F.max("ts").alias("ts"),
-                F.max("game").alias("game"),
-                *(
-                    (F.max(c) if c == "impact_max" else F.coalesce(F.sum(c), F.lit(0))).alias(c)
-                    for c in summed
-                ),
-            )
-        )
-        paired = (F.col("frames") > 0) & (F.col("approvals") > 0)
-
-        def total(when: Column, value: Column) -> Column:
-            return F.coalesce(F.sum(F.when(when, value)), F.lit(0))
-
-        observed = pairs.observe(
-            "join",
-            total(paired, F.col("frames")).alias("approved"),
-            total(F.col("approvals") == 0, F.col("frames")).alias("unapproved"),
-            total(F.col("frames") == 0, F.col("approvals")).alias("late_approvals"),
-            total(paired & (F.col("approvals") > 1), F.col("approvals") - 1).alias(
-                "duplicate_approvals"
-            ),
-            total(paired, F.col("n_hits")).alias("hits"),
-            total(paired, F.col("n_bad")).alias("hits_undecodable"),
-        )
-        approved = observed.where(paired).drop("approvals", "n_bad")
-        return (
-            session_rows(approved, gap, self.topics.output)
-            .unionByName(dl.dead_letters(bad_frames, dlq))
-            .unionByName(dl.dead_letters(bad_approvals, dlq))
-            .unionByName(dl.dead_letters(bad_hits, dlq))
-        )
-
     def start(self, spark: SparkSession, trigger: Mapping[str, Any]) -> StreamingQuery:
         """Start the query (``trigger`` as for ``DataStreamWriter.trigger``)."""
         return (
-            self.rows(spark)
+            self.stream(spark)
             .writeStream.queryName(self.name)
-            .format("streamscale-kafka")
-            .options(**self.settings.source_options())
-            .outputMode("append")
+            .foreachBatch(self.process_batch)
             .option("checkpointLocation", self.checkpoint)
             .trigger(**trigger)
             .start()
         )
 
     def batch_counts(self, progress: Any) -> dict[str, int]:
-        """The pipeline's counts in ``progress`` (see :func:`batch_counts`)."""
-        return batch_counts(progress)
+        """The counts of the batch that ``progress`` (a ``StreamingQueryProgress``) reports."""
+        batch_id = getattr(progress, "batchId", None)
+        if batch_id is None and isinstance(progress, Mapping):
+            batch_id = progress.get("batchId")
+        counts = self.counts.get(int(batch_id)) if batch_id is not None else None
+        return dict(counts) if counts is not None else {}
+
+    # one micro-batch -------------------------------------------------------------------------
+    def process_batch(self, batch: DataFrame, batch_id: int) -> None:
+        """Run the batch's job, advance the driver's state, write closed sessions, save."""
+        spark = batch.sparkSession
+        with self._lock:
+            if self._next_batch != batch_id:
+                self.state = self._load(spark, batch_id)
+            s = self.settings
+            task = BatchTask(
+                requests=self.topics.requests,
+                window_ms=int(s.approval_window_s * 1000),
+                gap_ms=self.gap_ms,
+                late_before=self.state.watermark(int(s.watermark_delay_s * 1000)),
+                dlq=self.topics.dlq,
+                sink_options=s.source_options(),
+            )
+            columns = batch.select("key", "value", "topic", "partition", "offset", "timestamp")
+            rows = columns.mapInArrow(task, task_schema()).toArrow()
+            spans, unpaired, counts, max_ts = _split(rows)
+            advanced = driver.advance(
+                self.state,
+                spans,
+                unpaired,
+                max_ts,
+                gap_ms=self.gap_ms,
+                delay_ms=int(s.watermark_delay_s * 1000),
+            )
+            if advanced.closed:
+                self._write_sessions(advanced.closed)
+            for name, n in advanced.counts.items():
+                counts[name] = counts.get(name, 0) + n
+            self._save(spark, batch_id, advanced.state)
+            self.state = advanced.state
+            self.watermark = advanced.watermark
+            self.counts[batch_id] = counts
+            self._next_batch = batch_id + 1
+
+    def _write_sessions(self, closed: list[driver.Session]) -> None:
+        import pyarrow as pa
+
+        from streamscale.kafka.options import parse_sink
+        from streamscale.kafka.sink import KafkaStreamWriter
+
+        records = [s.record(self.gap_ms) for s in closed]
+        batch = pa.RecordBatch.from_pydict(
+            {"key": [k for k, _ in records], "value": [v for _, v in records]},
+            schema=pa.schema([("key", pa.binary()), ("value", pa.binary())]),
+        )
+        options = parse_sink(
+            {**self.settings.source_options(), "topic": self.topics.output}, ["key", "value"]
+        )
+        KafkaStreamWriter(options).write(iter([batch]))
+
+    # state in the checkpoint -------------------------------------------------------------------
+    def _state_path(self, batch_id: int) -> str:
+        return f"{self.checkpoint}/{STATE_DIR}/{batch_id}"
+
+    def _load(self, spark: SparkSession, batch_id: int) -> driver.State:
+        """The state as of the start of ``batch_id``: the one saved by the batch before."""
+        self._next_batch = batch_id
+        if batch_id == 0:
+            return driver.State()
+        data = files.read_bytes(spark, self._state_path(batch_id - 1))
+        if data is None:
+            raise RuntimeError(
+                f"the checkpoint {self.checkpoint} has no game-sessions state for batch "
+                f"{batch_id - 1} ({self._state_path(batch_id - 1)}): it was written by another "
+                "version of the pipeline or damaged; start from a new checkpoint location"
+            )
+        state = driver.State.from_bytes(data)
+        log.info(
+            "game sessions: state of batch %d loaded: %d pending headers, %d open sessions",
+            batch_id - 1,
+            state.pending.num_rows,
+            len(state.open),
+        )
+        return state
+
+    def _save(self, spark: SparkSession, batch_id: int, state: driver.State) -> None:
+        files.write_bytes(spark, self._state_path(batch_id), state.to_bytes())
+        if batch_id >= KEEP_STATES:
+            files.delete(spark, self._state_path(batch_id - KEEP_STATES))
 
 
-def batch_counts(progress: Any) -> dict[str, int]:
-    """The pipeline's counts in one progress (``StreamingQueryProgress``), flattened:
-    ``frames_dlq.records``, ``join.approved``, ``hits_dlq.hits``... (missing ones are 0)."""
-    out: dict[str, int] = {}
-    if isinstance(progress, Mapping):
-        observed = progress.get("observedMetrics") or {}
-    else:
-        observed = getattr(progress, "observedMetrics", None) or {}
-    for name in OBSERVATIONS:
-        row = observed.get(name)
-        if row is None:
-            continue
-        fields = row if isinstance(row, Mapping) else row.asDict()
-        for key, value in fields.items():
-            out[f"{name}.{key}"] = int(value or 0)
-    # Approvals outside the window are counted as they arrive, approvals whose frame never
-    # came when the watermark closes their header: both are late approvals.
-    out_of_window = out.pop("approvals_late.records", 0)
-    if out_of_window or "join.late_approvals" in out:
-        out["join.late_approvals"] = out.get("join.late_approvals", 0) + out_of_window
-    return out
+def _split(rows: Any) -> tuple[list[Any], list[Any], dict[str, int], dict[str, int]]:
+    """The collected task output: spans, unpaired headers, summed counts, newest ts."""
+    import pyarrow.compute as pc
+
+    from streamscale.pipelines.frame_batches import SPAN_SCHEMA
+
+    kinds = rows.column("kind")
+    spans = rows.filter(pc.equal(kinds, SPAN)).select(SPAN_SCHEMA.names).cast(SPAN_SCHEMA)
+    headers = rows.filter(pc.equal(kinds, HEADER)).select(SPAN_SCHEMA.names).cast(SPAN_SCHEMA)
+    counts: dict[str, int] = {}
+    max_ts: dict[str, int] = {}
+    for text in rows.filter(pc.equal(kinds, COUNTS)).column("counts").to_pylist():
+        summary = json.loads(text)
+        for name, n in summary["counts"].items():
+            counts[name] = counts.get(name, 0) + int(n)
+        for name, ts in summary["max_ts"].items():
+            max_ts[name] = max(max_ts.get(name, ts), int(ts))
+    return [spans], [headers], counts, max_ts

@@ -1,7 +1,8 @@
 """The hit codec and the game-frame record model (pure: no pyspark, no Kafka, no I/O).
 
 A hit travels as a fixed-width hex string of 8 characters (4 bytes), one code per field
-value, so that Spark SQL can decode it with ``substring`` and a ``CASE`` (no Python UDF)::
+value, so that a whole column of hits decodes with fixed offsets and lookup tables
+(:func:`.frame_batches.decode_hit_texts`, generated from :data:`HIT_LAYOUT`)::
 
     position (1-based)  1-2      3    4          5           6      7-8
     field               impact   key  direction  impactType  level  game
@@ -13,22 +14,14 @@ value, so that Spark SQL can decode it with ``substring`` and a ``CASE`` (no Pyt
   NewBie=3 · ``game``: the code of a fixed catalogue (:data:`GAMES`: NeonBrawl=01 ...
   ShadowBlade=08).
 - Code 0 is never valid, so an all-zero hit is rejected. The encoder writes upper-case hex;
-  the decoder accepts either case (as Spark's ``conv`` does).
+  the decoder accepts either case.
 
 Example: ``encode_hit(Hit(42, "X", "UP", "Direct", "Pro", "NeonBrawl")) == "2A114101"``.
 
 Decoding anything else raises :class:`HitDecodeError` with a stable ``reason`` (checked in
 this order): ``type`` (not a string), ``length`` (not 8 characters), ``hex`` (not hex
 digits), ``impact`` (outside 42-209), ``key``, ``direction``, ``impactType``, ``level``,
-``game`` (unknown code). :func:`sql_hit_error` computes the same reason in Spark SQL and
-:func:`sql_hit_columns` the decoded fields, both generated from the tables below (checked
-against :func:`decode_hit` on 40,000 inputs, ANSI mode on)::
-
-    hits = frames.selectExpr("explode(body.hits) AS hit")  # body: game STRING, hits ARRAY<STRING>
-    decoded = hits.selectExpr(
-        "hit", f"{sql_hit_error('hit')} AS error",
-        *(f"{expr} AS {name}" for name, expr in sql_hit_columns("hit").items()),
-    )
+``game`` (unknown code).
 
 A game frame is one Kafka record (on ``GAME-FRAME-RQ``; its approval, byte-identical, on
 ``GAME-FRAME-RS``). Both are compact JSON (no spaces, this key order):
@@ -219,59 +212,6 @@ def decode_hit(data: object) -> Hit:
         cast(Level, level),
         game,
     )
-
-
-# --- Spark SQL ---------------------------------------------------------------------------
-
-
-def _sql_str(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _sql_field(hex_expr: str, start: int, width: int) -> str:
-    field = f"substring({hex_expr}, {start}, {width})"
-    return f"upper({field})" if width > 1 else field
-
-
-def sql_hit_error(hex_expr: str) -> str:
-    """Spark SQL expression: the :class:`HitDecodeError` reason of ``hex_expr``, NULL if valid.
-
-    ``hex_expr`` is a STRING column expression such as ``hit`` or ``body.hits[0]``.
-    """
-    checks = [
-        f"WHEN {hex_expr} IS NULL THEN 'type'",
-        f"WHEN length({hex_expr}) <> {HIT_HEX_LENGTH} THEN 'length'",
-        f"WHEN NOT ({hex_expr} RLIKE '^[0-9A-Fa-f]{{{HIT_HEX_LENGTH}}}$') THEN 'hex'",
-    ]
-    for name, start, width, table in HIT_LAYOUT:
-        if table is None:
-            value = f"TRY_CAST(conv(substring({hex_expr}, {start}, {width}), 16, 10) AS INT)"
-            checks.append(f"WHEN {value} NOT BETWEEN {IMPACT_MIN} AND {IMPACT_MAX} THEN '{name}'")
-        else:
-            codes = ", ".join(_sql_str(f"{code:0{width}X}") for code in table.values())
-            field = _sql_field(hex_expr, start, width)
-            checks.append(f"WHEN {field} NOT IN ({codes}) THEN '{name}'")
-    return "CASE " + " ".join(checks) + " END"
-
-
-def sql_hit_columns(hex_expr: str) -> dict[str, str]:
-    """Spark SQL expressions decoding ``hex_expr``, by JSON field name (``impact`` INT, others
-    STRING). Meaningful only where :func:`sql_hit_error` is NULL; never raises (even with ANSI
-    mode on), whatever the input."""
-    columns: dict[str, str] = {}
-    for name, start, width, table in HIT_LAYOUT:
-        if table is None:
-            columns[name] = (
-                f"TRY_CAST(conv(substring({hex_expr}, {start}, {width}), 16, 10) AS INT)"
-            )
-        else:
-            field = _sql_field(hex_expr, start, width)
-            whens = " ".join(
-                f"WHEN {_sql_str(f'{code:0{width}X}')} THEN {_sql_str(value)}"
-                for value, code in table.items()
-            )
-            columns[name] = f"CASE {field} {whens} END"
-    return columns
 
 
 # --- Frames ------------------------------------------------------------------------------

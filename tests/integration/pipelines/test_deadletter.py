@@ -12,7 +12,7 @@ from pipeline_io import Consumed, consume_all, produce
 
 from streamscale.pipelines import hits as codec
 from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics
-from streamscale.pipelines.game_sessions import GameSessions, GameTopics, batch_counts
+from streamscale.pipelines.game_sessions import GameSessions, GameTopics
 from streamscale.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -147,8 +147,7 @@ def test_game_sessions_dead_letter_each_bad_record_and_keep_going(
         # a good frame but for one undecodable hit (impact 255): dead-lettered, still joined
         (header(4, "100007"), bad_hit_body, T0 + 4, None),
     ]
-    # A frame 60 s later, with its approval, moves the watermark past the others: a header's
-    # pairing is settled (and counted) once the watermark passes it.
+    # A frame 60 s later, with its approval, moves the watermark past the others.
     far = (header(60_000, "100008"), body, T0 + 60_000, None)
     rq_offsets = produce(
         settings, topics.requests, [(good_key, body, T0, None), *bad_requests, far]
@@ -163,7 +162,8 @@ def test_game_sessions_dead_letter_each_bad_record_and_keep_going(
             (far[0], body, T0 + 60_100, None),
         ],
     )
-    query = GameSessions(settings, str(checkpoint), topics).start(spark, {"availableNow": True})
+    pipeline = GameSessions(settings, str(checkpoint), topics)
+    query = pipeline.start(spark, {"availableNow": True})
     query.awaitTermination(300)
     assert query.exception() is None, query.exception()
 
@@ -198,9 +198,10 @@ def test_game_sessions_dead_letter_each_bad_record_and_keep_going(
 
     total: dict[str, int] = {}
     for progress in query.recentProgress:
-        for key, value in batch_counts(progress).items():
+        for key, value in pipeline.batch_counts(progress).items():
             total[key] = total.get(key, 0) + value
     assert total["frames_dlq.records"] == 8
     assert total["approvals_dlq.records"] == 1 and total["approvals_dlq.not_json"] == 1
     assert total["hits_dlq.frames"] == 1 and total["hits_dlq.hits"] == 1
-    assert total["join.approved"] == 2  # the good frame and the one with a bad hit (far: waiting)
+    # the good frame, the one with a bad hit and the far one: approved as soon as paired
+    assert total["join.approved"] == 3

@@ -10,7 +10,7 @@ import pytest
 from pipeline_io import consume_all, produce
 
 from streamscale.pipelines import hits as codec
-from streamscale.pipelines.game_sessions import GameSessions, GameTopics, batch_counts
+from streamscale.pipelines.game_sessions import GameSessions, GameTopics
 from streamscale.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -41,7 +41,7 @@ def run(spark: Any, pipeline: GameSessions) -> dict[str, int]:
     assert query.exception() is None, query.exception()
     totals: dict[str, int] = {}
     for progress in query.recentProgress:
-        for key, value in batch_counts(progress).items():
+        for key, value in pipeline.batch_counts(progress).items():
             totals[key] = totals.get(key, 0) + value
     return totals
 
@@ -126,14 +126,15 @@ def test_sessions_join_within_3s_split_on_gap_and_survive_restart(
     assert (a2["firstTs"], a2["lastTs"], a2["end"]) == (T0 + 50_000, T0 + 60_000, T0 + 90_000)
     assert (a2["hits"], a2["totalImpact"], a2["maxImpact"]) == (2, 122, 80)
 
-    # Counts reconcile: 9 frames = 6 approved + 2 unapproved + 1 waiting (C's frame: a header
-    # is settled once the watermark passes it); 8 approvals = 6 + 1 late + 1 waiting; hits of
-    # approved frames = decoded + undecodable.
+    # Counts reconcile: 9 frames = 7 approved + 2 unapproved (a frame is approved as soon as
+    # its approval is read); 8 approvals = 7 + 1 late; hits of approved frames = decoded +
+    # undecodable; nothing is left pending.
     total = {k: first.get(k, 0) + second.get(k, 0) for k in first.keys() | second.keys()}
-    assert total["join.approved"] == 6
+    assert total["join.approved"] == 7
     assert total["join.unapproved"] == 2
     assert total["join.late_approvals"] == 1
     assert total["join.duplicate_approvals"] == 0
-    assert total["join.hits"] == 7 and total["join.hits_undecodable"] == 2
+    assert second["pending.frames"] == 0 and second["pending.approvals"] == 0
+    assert total["join.hits"] == 8 and total["join.hits_undecodable"] == 2
     assert total["hits_dlq.frames"] == 1 and total["hits_dlq.hits"] == 2
     assert total["frames_dlq.records"] == 0 and total["approvals_dlq.records"] == 0
