@@ -42,7 +42,8 @@ from streamscale.generate.profiles import make_schedule
 from streamscale.generate.purchases import purchase_records
 from streamscale.kafka import broker as embedded
 from streamscale.kafka.client import producer_config
-from streamscale.pipelines.enrichment import REF_UNKNOWN, Enrichment, EnrichmentTopics
+from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics
+from streamscale.pipelines.purchase_batches import REF_UNKNOWN
 from streamscale.pipelines.game_sessions import GameSessions, GameTopics
 from streamscale.settings import Settings, embedded_settings
 from streamscale.spark import session
@@ -244,7 +245,9 @@ def main() -> None:
     parser.add_argument("--purchases", type=int, default=1_000_000)
     parser.add_argument("--products", type=int, default=100_000)
     parser.add_argument("--frames", type=int, default=500_000, help="frames (x2 records)")
-    parser.add_argument("--batch", type=int, default=250_000, help="maxOffsetsPerTrigger")
+    parser.add_argument(
+        "--batch", type=int, default=250_000, help="maxOffsetsPerTrigger (per input topic)"
+    )
     parser.add_argument("--skip-quix", action="store_true")
     parser.add_argument("--skip-enrichment", action="store_true", help="game sessions only")
     parser.add_argument("--skip-games", action="store_true", help="enrichment only")
@@ -287,6 +290,7 @@ def main() -> None:
             approval_topic=gt.approvals,
         )
         n_frm, _ = produce_all(settings, frames.records())
+        n_frm_frames = frames.stats.frames
         print(
             f"filled: {n_ref:,} referential, {n_pur:,} purchases ({n_pur / s_pur:,.0f}/s), "
             f"{n_frm:,} frame records ({frames.stats.frames:,} frames, "
@@ -313,8 +317,25 @@ def main() -> None:
 
         gs: dict[str, float] = {}
         if not args.skip_games:
-            games, wall_g = run_spark(spark, GameSessions(settings, str(ckpt / "sessions"), gt))
+            # One co-partitioned source reads both topics: the same records per micro-batch as
+            # two sources of --batch records each.
+            game_settings = settings.model_copy(update={"max_offsets_per_trigger": 2 * args.batch})
+            pipeline = GameSessions(game_settings, str(ckpt / "sessions"), gt)
+            games, wall_g = run_spark(spark, pipeline)
             gs = spark_rates(games, wall_g)
+            totals: dict[str, int] = {}
+            for counts in pipeline.counts.values():
+                for name, n in counts.items():
+                    totals[name] = totals.get(name, 0) + n
+            last = pipeline.counts[max(pipeline.counts)]
+            settled = totals["join.approved"] + totals["join.unapproved"] + last["pending.frames"]
+            print(
+                f"  game-sessions frames {totals['frames.records']:,} = approved "
+                f"{totals['join.approved']:,} + unapproved {totals['join.unapproved']:,} + "
+                f"pending {last['pending.frames']:,} ({'ok' if settled == n_frm_frames else 'NO'});"
+                f" sessions closed {totals['sessions.closed']}, open {last['sessions.open']}",
+                flush=True,
+            )
         spark.stop()
 
         quix = None

@@ -17,8 +17,9 @@ per record beyond the checks themselves. The Kafka sink writes the ``headers`` c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -187,3 +188,54 @@ def no_headers() -> Column:
     from pyspark.sql import functions as F
 
     return F.lit(None).cast(HEADERS_DDL)
+
+
+# --- dead letters built in Python (Arrow rows for the sink) --------------------------------
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A record for the dead-letter topic: original bytes, why, and where it came from."""
+
+    key: bytes | None
+    value: bytes | None
+    topic: str
+    partition: int
+    offset: int
+    error: str
+    detail: str
+
+
+def dead_letter_batch(letters: Sequence[DeadLetter], dlq_topic: str) -> Any:
+    """An Arrow batch of sink rows ``key, value, topic, headers`` (the headers above)."""
+    import pyarrow as pa
+
+    headers = [
+        [
+            {"key": HEADER_ERROR, "value": d.error.encode()},
+            {"key": HEADER_DETAIL, "value": d.detail.encode()},
+            {"key": HEADER_TOPIC, "value": d.topic.encode()},
+            {"key": HEADER_PARTITION, "value": str(d.partition).encode()},
+            {"key": HEADER_OFFSET, "value": str(d.offset).encode()},
+        ]
+        for d in letters
+    ]
+    header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([d.key for d in letters], pa.binary()),
+            pa.array([d.value for d in letters], pa.binary()),
+            pa.array([dlq_topic] * len(letters), pa.string()),
+            pa.array(headers, header_type),
+        ],
+        names=["key", "value", "topic", "headers"],
+    )
+
+
+class Refused(ValueError):
+    """A key or body that cannot be used: :mod:`.deadletter` error code and a sentence."""
+
+    def __init__(self, error: str, detail: str) -> None:
+        super().__init__(detail)
+        self.error = error
+        self.detail = detail

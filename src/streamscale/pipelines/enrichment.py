@@ -21,25 +21,28 @@ checkpoint) gives the same answers.
 Design, chosen by measurement (docs/benchmarks.md, "Pipelines (issue 3)"): one query reads
 both topics (two ``streamscale-kafka`` sources, one checkpoint) into ``foreachBatch``.
 
-- Parsing, validation, the join and JSON formatting are Spark SQL (JVM); Python touches a
-  purchase only in the Kafka source and sink. Each batch is ONE Spark job (read, parse, join,
-  write output and dead letters): the batch's referential offset range is in the
-  checkpoint's offset log (written before the batch runs), so the driver reads those few
-  records itself, checks them with the same Spark SQL, and keeps the table (a dict, like a
-  Kafka Streams GlobalKTable), handed to the JVM as a cached DataFrame whenever it changes.
-  Purchases are joined against it (broadcast while small, shuffled otherwise: Spark's
-  shuffle re-keys, no repartition topic) and against the batch's own referential versions
-  (the as-of rule above, with array higher-order functions).
+- The batch's referential offset range is in the checkpoint's offset log (written before the
+  batch runs), so the driver reads those few records itself, checks them with Spark SQL
+  (:func:`parse_referential`; it writes the bad ones to the dead-letter topic) and keeps the
+  table: a dict, like a Kafka Streams GlobalKTable, broadcast to the executors as a
+  :class:`.purchase_batches.NameTable` whenever it changed. Purchases need neither a
+  repartition topic nor a shuffle: every task has the whole table, as in a broadcast join.
+- Each batch is then ONE Spark job over the purchases: each task parses, names and formats
+  its purchases as Arrow columns (:mod:`.purchase_batches`: vectorized, no Python call per
+  record) and writes output and dead letters with the project's producer, applying the
+  batch's own referential versions by the as-of rule above. The earlier design, the same
+  work as Spark SQL (``from_json``, a broadcast hash join, ``to_json``, observed counts),
+  spent about 17 µs of JVM time per purchase and ran at 75-92k purchases/s; this one moves
+  each purchase through the JVM only between the source and the task.
 - The table is rebuilt from the compacted topic on (re)start, read up to the offsets where
   the replayed batch starts. The compacted topic is the changelog; nothing else is stored.
 - The alternative, a KTable-style ``transformWithStateInPandas`` over the union of both topics
   keyed by product id (RocksDB + changelog checkpointing), moves every purchase through a
-  Python state function on top of the source and sink, and ran at about 40k purchases/s on
-  this machine against a 70k/s ceiling for the source and sink alone (the prototype's); the
-  JVM design runs at 85-106k purchases/s steady today (docs/benchmarks.md). Its advantage,
-  restart without re-reading the referential, is worth about 2 s for 100k products here
-  (measured), which we accept. Limit: the table lives in the driver's memory (about 150
-  bytes a product: millions are fine, billions are not).
+  Python state function one key group at a time, and ran at about 40k purchases/s on this
+  machine (the prototype's). Its advantage, restart without re-reading the referential, is
+  worth about 2 s for 100k products here (measured), which we accept. Limit: the table lives
+  in the driver's memory and in each executor (about 150 bytes a product: millions are
+  fine, billions are not).
 
 Delivery is at-least-once, as with the Kafka sink: a batch replayed after a crash may repeat
 its output, never lose it.
@@ -50,7 +53,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -66,12 +68,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NAME: Final = "enrichment"
-REF_UNKNOWN: Final = "REF INCONNUE"
 
-PURCHASE_SCHEMA: Final = "id BIGINT, price DECIMAL(10,2), _corrupt STRING"
+
 PRODUCT_SCHEMA: Final = "id BIGINT, name STRING, _corrupt STRING"
 KEY_ID: Final = "TRY_CAST(CAST(key AS STRING) AS BIGINT)"
-PURCHASE_FIELDS: Final = {"id": "an integer product id", "price": "a decimal"}
 PRODUCT_FIELDS: Final = {"id": "an integer product id", "name": "a string"}
 
 
@@ -86,23 +86,6 @@ class EnrichmentTopics:
 
 
 # --- Spark SQL building blocks (pure functions of DataFrames) ------------------------------
-
-
-def parse_purchases(df: DataFrame) -> DataFrame:
-    """Source rows → plus ``pid, price, ts_ms, error, detail`` (error NULL: a good purchase)."""
-    from pyspark.sql import functions as F
-
-    text = "CAST(value AS STRING)"
-    parsed = df.withColumn("j", F.from_json(F.expr(text), PURCHASE_SCHEMA))
-    return parsed.select(
-        *dl.SOURCE_COLUMNS,
-        *(["src"] if "src" in df.columns else []),
-        F.col("j.id").alias("pid"),
-        F.col("j.price").alias("price"),
-        F.expr("unix_millis(timestamp)").alias("ts_ms"),
-        F.expr(dl.json_error_sql(text, "j", PURCHASE_FIELDS)).alias("error"),
-        F.expr(dl.json_detail_sql(text, "j", PURCHASE_FIELDS, "purchase value")).alias("detail"),
-    )
 
 
 def _referential_checks(parsed: str) -> tuple[str, str]:
@@ -150,74 +133,6 @@ def parse_referential(df: DataFrame) -> DataFrame:
     )
 
 
-def parse_batch(df: DataFrame) -> DataFrame:
-    """The union of both sources (``src`` 'p' or 'r') → purchase columns and ``error``.
-
-    One projection: a purchase gets its purchase checks, a referential record its own (its
-    ``from_json`` sits inside the CASE branch, so purchases never pay for it). Valid
-    referential rows are dropped by :func:`enrich`; the driver reads them itself.
-    """
-    from pyspark.sql import functions as F
-
-    parsed = parse_purchases(df)
-    ref_json = f"from_json(CAST(value AS STRING), {dl.sql_str(PRODUCT_SCHEMA)})"
-    ref_error, ref_detail = _referential_checks(ref_json)
-    return parsed.withColumns(
-        {
-            "error": F.expr(f"CASE WHEN src = 'p' THEN error ELSE {ref_error} END"),
-            "detail": F.expr(f"CASE WHEN src = 'p' THEN detail ELSE {ref_detail} END"),
-        }
-    )
-
-
-def enrich(
-    purchases: DataFrame,
-    table: DataFrame,
-    versions: DataFrame | None,
-    topics: EnrichmentTopics,
-) -> DataFrame:
-    """Parsed purchases → sink rows ``key, value, topic, headers`` plus ``name, error``.
-
-    A good purchase becomes its JSON output; a bad one its dead letter (original bytes,
-    headers). One projection does both, so the batch's purchases are read from Kafka once.
-    ``table`` (``id, name``) is the referential before the batch; ``versions`` (``pid,
-    versions``: an array of ``partition, offset, ts_ms, name, deleted`` sorted by log order)
-    holds the batch's own referential records, applied by the as-of rule of the module doc.
-    """
-    from pyspark.sql import functions as F
-
-    joined = purchases.join(
-        table.select(F.col("id").alias("pid"), F.col("name").alias("table_name")), "pid", "left"
-    )
-    table_name = F.coalesce(F.col("table_name"), F.lit(REF_UNKNOWN))
-    if versions is None:
-        name = table_name
-    else:
-        joined = joined.join(F.broadcast(versions), "pid", "left").withColumn(
-            "v", F.expr("try_element_at(filter(versions, x -> x.ts_ms <= ts_ms), -1)")
-        )
-        name = (
-            F.when(F.col("v").isNull(), table_name)
-            .when(F.col("v.deleted"), F.lit(REF_UNKNOWN))
-            .otherwise(F.col("v.name"))
-        )
-    good = F.col("error").isNull()
-    output = F.to_json(
-        F.struct(F.col("pid").alias("id"), name.alias("name"), F.col("price").alias("price"))
-    )
-    return joined.select(
-        F.col("key"),
-        F.when(good, F.encode(output, "UTF-8")).otherwise(F.col("value")).alias("value"),
-        F.when(good, F.lit(topics.output)).otherwise(F.lit(topics.dlq)).alias("topic"),
-        F.when(good, dl.no_headers())
-        .otherwise(dl.headers_column(F.col("error"), F.col("detail")))
-        .alias("headers"),
-        F.when(good, name).alias("name"),
-        F.col("error"),
-        *([F.col("src")] if "src" in purchases.columns else []),
-    )
-
-
 # --- the referential table, held by the driver ---------------------------------------------
 
 Version = tuple[int, int, int, str | None, bool]  # partition, offset, ts_ms, name, deleted
@@ -251,49 +166,38 @@ def group_versions(rows: list[tuple[int, Version]]) -> dict[int, list[Version]]:
     return out
 
 
-VERSIONS_SCHEMA: Final = (
-    "pid BIGINT, versions ARRAY<STRUCT<partition: INT, offset: BIGINT, ts_ms: BIGINT, "
-    "name: STRING, deleted: BOOLEAN>>"
-)
+@dataclass(frozen=True)
+class EnrichTask:
+    """What every task of one micro-batch runs (pickled to the executors): enrich its
+    purchases (:mod:`.purchase_batches`), write output and dead letters, return counts."""
 
+    topics: EnrichmentTopics
+    sink_options: Mapping[str, str]
+    table: Any  # a Broadcast of purchase_batches.NameTable
+    versions: Mapping[int, list[tuple[int, str | None]]]
 
-# --- writing to Kafka from foreachBatch ----------------------------------------------------
-
-
-def write_kafka(df: DataFrame, sink_options: Mapping[str, str]) -> Counter[str]:
-    """Write ``key, value, topic, headers`` rows with the project's sink; records per topic.
-
-    Batch DataFrames cannot use the streaming sink, so each task runs its writer through
-    ``mapInArrow`` (same producer, same delivery checks: a failed delivery fails the task).
-    """
-    from streamscale.kafka.options import parse_sink
-    from streamscale.kafka.sink import KafkaStreamWriter
-
-    options = parse_sink(sink_options, df.columns)
-
-    def write(batches: Iterator[Any]) -> Iterator[Any]:
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
-        import pyarrow.compute as pc
 
-        counts: Counter[str] = Counter()
+        from streamscale.kafka.collector import collector_paused
+        from streamscale.kafka.options import parse_sink
+        from streamscale.kafka.sink import KafkaStreamWriter
+        from streamscale.pipelines import purchase_batches as pb
 
-        def counted() -> Iterator[Any]:
+        out = pb.Enriched()
+        table = self.table.value
+
+        def rows() -> Iterator[Any]:
             for batch in batches:
                 if batch.num_rows:
-                    for item in pc.value_counts(batch.column("topic")).to_pylist():
-                        counts[item["values"]] += item["counts"]
-                yield batch
+                    yield pb.enrich(batch, table, self.versions, self.topics.output, out)
+            if out.dead:
+                yield dl.dead_letter_batch(out.dead, self.topics.dlq)
 
-        KafkaStreamWriter(options).write(counted())
-        yield pa.RecordBatch.from_pydict(
-            {"topic": list(counts), "records": list(counts.values())},
-            schema=pa.schema([("topic", pa.string()), ("records", pa.int64())]),
-        )
-
-    result: Counter[str] = Counter()
-    for row in df.mapInArrow(write, "topic STRING, records BIGINT").collect():
-        result[row.topic] += row.records
-    return result
+        with collector_paused():
+            options = parse_sink(self.sink_options, ["key", "value", "topic", "headers"])
+            KafkaStreamWriter(options).write(rows())
+        yield pa.RecordBatch.from_pydict({"counts": [json.dumps(out.counts)]})
 
 
 # --- the pipeline -------------------------------------------------------------------------
@@ -334,8 +238,8 @@ class Enrichment:
         self.checkpoint = checkpoint.rstrip("/")
         self.topics = topics or EnrichmentTopics()
         self.table = Table()
-        self._table_df: DataFrame | None = None
-        self._table_df_version = -1
+        self._table_bc: Any = None
+        self._table_bc_version = -1
         self._next_batch: int | None = None
         self._last_ref_offsets: tuple[int, dict[int, int]] | None = None
         self._lock = threading.Lock()
@@ -388,12 +292,10 @@ class Enrichment:
         """Apply the batch's referential, enrich its purchases, write output and dead letters.
 
         The batch's referential records (their offset range is in the checkpoint's offset
-        log) are read by the driver first; then ONE Spark job reads the batch from Kafka,
-        parses, joins and writes the output and every dead letter.
+        log) are read and checked by the driver first (its dead letters written from there);
+        then ONE Spark job reads the batch's purchases from Kafka and each task enriches and
+        writes its own, against the table before the batch and the batch's versions.
         """
-        from pyspark.sql import Observation
-        from pyspark.sql import functions as F
-
         spark = batch.sparkSession
         with self._lock:
             if self._next_batch != batch_id:
@@ -402,50 +304,39 @@ class Enrichment:
 
             start = self._ref_offsets(spark, batch_id - 1) if batch_id > 0 else None
             end = self._ref_offsets(spark, batch_id)
-            good, counts.referential = read_referential(
+            good, counts.referential, bad = read_referential(
                 spark, self.settings, self.topics.referential, end, start
             )
-            versions_df = None
-            if good:
-                versions_df = spark.createDataFrame(
-                    [(pid, [list(v) for v in vs]) for pid, vs in group_versions(good).items()],
-                    VERSIONS_SCHEMA,
-                )
-
-            observation = Observation(f"{self.name}-{batch_id}")
-            is_p = F.col("src") == "p"
-            bad = F.col("error").isNotNull()
-            rows = (
-                enrich(
-                    parse_batch(batch).where("src = 'p' OR error IS NOT NULL"),
-                    self._table_frame(spark),
-                    versions_df,
-                    self.topics,
-                )
-                .observe(
-                    observation,
-                    F.count(F.col("name")).alias("enriched"),
-                    F.count(F.when(F.col("name") == REF_UNKNOWN, 1)).alias("unknown"),
-                    F.count(F.when(is_p & bad, 1)).alias("purchases_dlq"),
-                    F.count(F.when(~is_p & bad, 1)).alias("referential_dlq"),
-                    *(F.count(F.when(F.col("error") == e, 1)).alias(e) for e in dl.ERRORS),
-                )
-                .drop("name", "error", "src")
+            if bad:
+                self._write(dl.dead_letter_batch(bad, self.topics.dlq))
+            task = EnrichTask(
+                self.topics,
+                self.settings.source_options(),
+                self._names(spark),
+                {
+                    pid: [(ts, None if deleted else name) for _, _, ts, name, deleted in vs]
+                    for pid, vs in group_versions(good).items()
+                },
             )
-            written = write_kafka(rows, self.settings.source_options())
-            metrics = observation.get
-
-            counts.enriched = int(metrics.get("enriched", 0))
-            counts.unknown = int(metrics.get("unknown", 0))
-            counts.purchases_dlq = int(metrics.get("purchases_dlq", 0))
-            counts.purchases = counts.enriched + counts.purchases_dlq
+            purchases = batch.where("src = 'p'").select(
+                "key", "value", "topic", "partition", "offset", "timestamp"
+            )
+            for row in purchases.mapInArrow(task, "counts STRING").collect():
+                for name, n in json.loads(row.counts).items():
+                    if name.startswith("dlq."):
+                        error = name.removeprefix("dlq.")
+                        counts.errors[error] = counts.errors.get(error, 0) + n
+                    else:
+                        setattr(counts, name, getattr(counts, name) + n)
             counts.referential_applied = len(good)
-            counts.referential_dlq = int(metrics.get("referential_dlq", 0))
-            counts.errors = {e: int(metrics.get(e, 0)) for e in dl.ERRORS if metrics.get(e)}
-            expected = {self.topics.output: counts.enriched}
-            expected[self.topics.dlq] = counts.purchases_dlq + counts.referential_dlq
-            if {t: written[t] for t in expected} != expected:
-                raise RuntimeError(f"batch {batch_id}: wrote {dict(written)}, counted {expected}")
+            counts.referential_dlq = len(bad)
+            for letter in bad:
+                counts.errors[letter.error] = counts.errors.get(letter.error, 0) + 1
+            if counts.purchases != counts.enriched + counts.purchases_dlq:
+                raise RuntimeError(
+                    f"batch {batch_id}: {counts.purchases} purchases read, {counts.enriched} "
+                    f"enriched, {counts.purchases_dlq} dead-lettered"
+                )
             if counts.referential != counts.referential_applied + counts.referential_dlq:
                 raise RuntimeError(
                     f"batch {batch_id}: {counts.referential} referential records read, "
@@ -455,33 +346,34 @@ class Enrichment:
             self.counts[batch_id] = counts
             self._next_batch = batch_id + 1
 
-    def _table_frame(self, spark: SparkSession) -> DataFrame:
-        """The table as a cached DataFrame, recreated only when it changed."""
-        if self._table_df is None or self._table_df_version != self.table.version:
-            import pandas as pd
+    def _write(self, rows: Any) -> None:
+        """Write sink rows (``key, value, topic, headers``) from the driver."""
+        from streamscale.kafka.options import parse_sink
+        from streamscale.kafka.sink import KafkaStreamWriter
 
-            frame = pd.DataFrame(
-                {
-                    "id": pd.Series(list(self.table.names), dtype="int64"),
-                    "name": pd.Series(list(self.table.names.values()), dtype="object"),
-                }
-            )
-            new = spark.createDataFrame(frame, "id BIGINT, name STRING").cache()
-            new.count()  # materialized: its real size lets the planner broadcast it
-            if self._table_df is not None:
-                self._table_df.unpersist()
-            self._table_df = new
-            self._table_df_version = self.table.version
-        return self._table_df
+        options = parse_sink(self.settings.source_options(), rows.schema.names)
+        KafkaStreamWriter(options).write(iter([rows]))
+
+    def _names(self, spark: SparkSession) -> Any:
+        """The table as a broadcast :class:`.purchase_batches.NameTable`, made anew only
+        when the table changed."""
+        if self._table_bc is None or self._table_bc_version != self.table.version:
+            from streamscale.pipelines.purchase_batches import NameTable
+
+            if self._table_bc is not None:
+                self._table_bc.unpersist()
+            self._table_bc = spark.sparkContext.broadcast(NameTable.of(self.table.names))
+            self._table_bc_version = self.table.version
+        return self._table_bc
 
     # restart ---------------------------------------------------------------------------------
     def _rebuild(self, spark: SparkSession, batch_id: int) -> None:
         """Rebuild the table as of the start of ``batch_id`` from the compacted topic."""
         self.table = Table()
-        self._table_df_version = -1
+        self._table_bc_version = -1
         if batch_id > 0:
             until = self._ref_offsets(spark, batch_id - 1)
-            rows, _ = read_referential(spark, self.settings, self.topics.referential, until)
+            rows, _, _ = read_referential(spark, self.settings, self.topics.referential, until)
             self.table.apply(rows)
             log.info(
                 "enrichment: table rebuilt from %s up to %s: %d products",
@@ -519,12 +411,12 @@ def read_referential(
     topic: str,
     until: Mapping[int, int],
     start: Mapping[int, int] | None = None,
-) -> tuple[list[tuple[int, Version]], int]:
+) -> tuple[list[tuple[int, Version]], int, list[dl.DeadLetter]]:
     """The valid records of ``topic`` in ``[start, until)`` (next offsets per partition;
-    ``start`` None or a missing partition: the earliest offset) and how many were read.
+    ``start`` None or a missing partition: the earliest offset), how many were read, and
+    the invalid ones as dead letters.
 
-    Read by the driver with the source's own reader and checked by the same Spark SQL as
-    the stream (invalid ones are dead-lettered by the batch job, not here).
+    Read by the driver with the source's own reader and checked with Spark SQL.
     """
     import pyarrow as pa
 
@@ -549,11 +441,26 @@ def read_referential(
             batches.extend(read_range(options, part, False))
     read = sum(b.num_rows for b in batches)
     if not read:
-        return [], 0
+        return [], 0, []
     df = spark.createDataFrame(pa.Table.from_batches(batches), source_schema(False))
-    parsed = parse_referential(df).where("error IS NULL")
-    rows = parsed.select("pid", "partition", "offset", "ts_ms", "name", "deleted").toArrow()
-    return [
-        (r["pid"], (r["partition"], r["offset"], r["ts_ms"], r["name"], bool(r["deleted"])))
-        for r in rows.to_pylist()
-    ], read
+    columns = ("pid", "ts_ms", "name", "deleted", "error", "detail", *dl.SOURCE_COLUMNS)
+    parsed = parse_referential(df).select(*columns).toArrow()
+    good, bad = [], []
+    for r in parsed.drop_columns(["key", "value", "topic", "detail"]).to_pylist():
+        if r["error"] is None:
+            good.append(
+                (r["pid"], (r["partition"], r["offset"], r["ts_ms"], r["name"], bool(r["deleted"])))
+            )
+    for r in parsed.filter(parsed.column("error").is_valid()).to_pylist():
+        bad.append(
+            dl.DeadLetter(
+                r["key"],
+                r["value"],
+                r["topic"],
+                r["partition"],
+                r["offset"],
+                r["error"],
+                r["detail"],
+            )
+        )
+    return good, read, bad

@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 
 from streamscale.pipelines import deadletter as dl
 from streamscale.pipelines import hits as codec
+from streamscale.pipelines.deadletter import DeadLetter, Refused
 
 TYPE_COLUMNS: Final = tuple(f"type_{name}" for name in codec.IMPACT_TYPE_CODES)
 DIRECTION_COLUMNS: Final = tuple(f"dir_{name}" for name in codec.DIRECTION_CODES)
@@ -120,56 +121,7 @@ _FIELDS = tuple(
 )
 
 
-# --- records that cannot be used -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    """A record for the dead-letter topic: original bytes, why, and where it came from."""
-
-    key: bytes | None
-    value: bytes | None
-    topic: str
-    partition: int
-    offset: int
-    error: str
-    detail: str
-
-
-def dead_letter_batch(letters: Sequence[DeadLetter], dlq_topic: str) -> pa.RecordBatch:
-    """Sink rows ``key, value, topic, headers`` (headers as in :mod:`.deadletter`)."""
-    headers = [
-        [
-            {"key": dl.HEADER_ERROR, "value": d.error.encode()},
-            {"key": dl.HEADER_DETAIL, "value": d.detail.encode()},
-            {"key": dl.HEADER_TOPIC, "value": d.topic.encode()},
-            {"key": dl.HEADER_PARTITION, "value": str(d.partition).encode()},
-            {"key": dl.HEADER_OFFSET, "value": str(d.offset).encode()},
-        ]
-        for d in letters
-    ]
-    header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([d.key for d in letters], pa.binary()),
-            pa.array([d.value for d in letters], pa.binary()),
-            pa.array([dlq_topic] * len(letters), pa.string()),
-            pa.array(headers, header_type),
-        ],
-        names=["key", "value", "topic", "headers"],
-    )
-
-
 # --- the row-by-row path: any JSON, and the reason a record is refused ---------------------
-
-
-class Refused(ValueError):
-    """A key or body that cannot be used: :mod:`.deadletter` error code and a sentence."""
-
-    def __init__(self, error: str, detail: str) -> None:
-        super().__init__(detail)
-        self.error = error
-        self.detail = detail
 
 
 def _json_object(raw: bytes | None, what: str, null_error: str) -> dict[str, Any]:
@@ -184,11 +136,19 @@ def _json_object(raw: bytes | None, what: str, null_error: str) -> dict[str, Any
     return parsed
 
 
+_BIGINT: Final = range(-(2**63), 2**63)
+
+
 def _fields(obj: dict[str, Any], what: str, types: Mapping[str, tuple[type, ...]]) -> None:
-    """Wrong JSON types first (as Spark's ``from_json`` reads them), then missing fields."""
+    """Wrong JSON types first (as Spark's ``from_json`` reads them: an integer beyond BIGINT
+    is unreadable, and would not fit the int64 columns), then missing fields."""
     for name, allowed in types.items():
         value = obj.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, allowed)):
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, allowed)
+            or (isinstance(value, int) and value not in _BIGINT)
+        ):
             expected = ", ".join(f"{f} {codec_type(t)}" for f, t in types.items())
             raise Refused(dl.WRONG_TYPE, f"{what} has a field of the wrong type ({expected})")
     for name in types:

@@ -139,7 +139,7 @@ class BatchTask:
                 fb.read_approvals(approvals, out, self.window_ms, self.late_before)
             paired = fb.pair(out.frames + out.approvals)
             if out.dead:
-                self._dead_letters(fb.dead_letter_batch(out.dead, self.dlq))
+                self._dead_letters(dl.dead_letter_batch(out.dead, self.dlq))
             counts = dict(out.counts)
             for name, n in paired.counts.items():
                 counts[name] = counts.get(name, 0) + n

@@ -215,6 +215,47 @@ def test_min_partitions_splits_ranges_and_reads_every_record_once(
     assert set(keys.values()) == {1}
 
 
+def test_co_partitioned_read_puts_one_partition_number_of_every_topic_in_one_task(
+    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path
+) -> None:
+    """Records with the same key in two co-partitioned topics meet in one task (as in a Kafka
+    Streams join task); with minPartitions each partition's ranges are cut into aligned
+    pieces; every record is read once."""
+    from pyspark.sql import functions as F
+
+    left, right = topic_factory(partitions=3), topic_factory(partitions=3)
+    produce(settings, left, 3_000)
+    produce(settings, right, 3_000)
+    for min_partitions, label in ((None, "copart"), ("6", "copart6")):
+        options = {"subscribe": f"{left},{right}", "startingOffsets": "earliest"}
+        if min_partitions:
+            options["minPartitions"] = min_partitions
+        df = reader(spark, settings, coPartitioned="true", **options)
+        rows, _ = run_to_memory(
+            df.withColumn("task", F.spark_partition_id()), label, checkpoint / label
+        )
+        assert Counter((r.topic, r.partition, r.offset) for r in rows).most_common(1)[0][1] == 1
+        assert len(rows) == 6_000
+        partitions_per_task: dict[int, set[int]] = {}
+        tasks_per_key: dict[bytes, set[int]] = {}
+        for r in rows:
+            partitions_per_task.setdefault(r.task, set()).add(r.partition)
+            tasks_per_key.setdefault(bytes(r.key), set()).add(r.task)
+        assert all(len(p) == 1 for p in partitions_per_task.values())
+        assert len(partitions_per_task) == (3 if min_partitions is None else 6)
+        if min_partitions is None:
+            assert all(len(t) == 1 for t in tasks_per_key.values())
+
+
+def test_co_partitioned_topics_need_equal_partition_counts(
+    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path
+) -> None:
+    left, right = topic_factory(partitions=2), topic_factory(partitions=3)
+    df = reader(spark, settings, subscribe=f"{left},{right}", coPartitioned="true")
+    message = start_and_fail(df, checkpoint)
+    assert "coPartitioned needs topics with the same number of partitions" in message
+
+
 def test_new_partitions_of_a_pattern_are_picked_up(
     spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path
 ) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from pipeline_io import consume_all, produce
 
-from streamscale.pipelines.enrichment import REF_UNKNOWN, Enrichment, EnrichmentTopics
+from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics
+from streamscale.pipelines.purchase_batches import REF_UNKNOWN
 from streamscale.settings import Settings
 
 pytestmark = pytest.mark.integration

@@ -1,0 +1,205 @@
+"""Purchases as Arrow batches: parsed, named from the referential and written as JSON per column.
+
+The per-task half of the enrichment (:mod:`.enrichment` runs it on Spark's executors through
+``mapInArrow``). Pure: pyarrow and NumPy, no Spark, no Kafka.
+
+- A purchase value in the compact form producers write, ``{"id":1234,"price":57.30}`` (an
+  integer id, a price with two decimals that fits ``DECIMAL(10,2)``), is recognised by one
+  anchored regular expression over the whole column (RE2, in C++), and its output is built by
+  joining column pieces: the original id and price text, the name's JSON. Anything else
+  takes :func:`check_purchase`, which reads any JSON as Spark's ``from_json`` into
+  ``id BIGINT, price DECIMAL(10,2)`` would and names the error of an unusable record.
+- Names come from a :class:`NameTable` (the referential before the batch: sorted ids and
+  their names as JSON text, one NumPy search per batch) and from the batch's own referential
+  versions (:func:`name_as_of`), by the rule of :mod:`.enrichment`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamscale.pipelines import deadletter as dl
+from streamscale.pipelines.deadletter import DeadLetter, Refused
+
+REF_UNKNOWN: Final = "REF INCONNUE"
+PRICE_LIMIT: Final = Decimal(10) ** 8  # DECIMAL(10,2): 8 digits before the point
+PURCHASE_PATTERN: Final = (
+    r'^\{"id":(?P<id>0|-?[1-9][0-9]{0,17}),"price":(?P<price>-?(?:0|[1-9][0-9]{0,7})\.[0-9]{2})\}$'
+)
+"""A purchase exactly as the generator writes it (ids of at most 18 digits fit a BIGINT)."""
+
+PURCHASE_FIELDS: Final = {"id": "an integer product id", "price": "a decimal"}
+_WHAT = "purchase value"
+_UNKNOWN_JSON = json.dumps(REF_UNKNOWN)
+
+VersionName = tuple[int, str | None]
+"""A referential version of the batch: its Kafka timestamp (ms) and name (None: deleted)."""
+
+
+@dataclass(frozen=True)
+class NameTable:
+    """The referential as sorted product ids and their names as JSON strings."""
+
+    ids: Any = field(default_factory=lambda: np.zeros(0, np.int64))
+    names: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
+
+    @classmethod
+    def of(cls, names: Mapping[int, str]) -> NameTable:
+        ids = np.fromiter(names, np.int64, count=len(names))
+        order = np.argsort(ids, kind="stable")
+        texts = [json.dumps(names[int(i)]) for i in ids[order]]
+        return cls(ids[order], pa.array(texts, pa.string()))
+
+    def lookup(self, pids: Any) -> tuple[Any, Any]:
+        """Index into :attr:`names` and whether each id is known."""
+        if not len(self.ids):
+            return np.zeros(len(pids), np.int64), np.zeros(len(pids), bool)
+        at = np.searchsorted(self.ids, pids)
+        at = np.minimum(at, len(self.ids) - 1)
+        return at, self.ids[at] == pids
+
+
+def name_as_of(versions: Sequence[VersionName], ts_ms: int) -> str | bool | None:
+    """The name a purchase at ``ts_ms`` sees among its product's versions of the batch (in
+    log order): the latest with a timestamp ≤ the purchase's; False when none applies (the
+    table before the batch does), None when that version is a tombstone."""
+    for version_ts, name in reversed(versions):
+        if version_ts <= ts_ms:
+            return name
+    return False
+
+
+def check_purchase(raw: bytes | None) -> tuple[int, str]:
+    """``(id, price text with two decimals)`` of a purchase in any JSON form, or
+    :class:`Refused` with Spark's reading of the same record (``from_json`` into
+    ``id BIGINT, price DECIMAL(10,2)``: a fractional or too large id, a non-number price or
+    one that does not fit are of the wrong type; the price is rounded half up)."""
+    if raw is None:
+        raise Refused(dl.NULL_VALUE, f"{_WHAT} is null")
+    try:
+        obj = json.loads(raw, parse_float=Decimal)
+    except (ValueError, RecursionError):
+        raise Refused(dl.NOT_JSON, f"{_WHAT} is not a JSON object") from None
+    if not isinstance(obj, dict):
+        raise Refused(dl.NOT_JSON, f"{_WHAT} is not a JSON object")
+    pid, price = obj.get("id"), obj.get("price")
+    wrong = Refused(
+        dl.WRONG_TYPE,
+        f"{_WHAT} has a field of the wrong type (expected "
+        + ", ".join(f"{f} {d}" for f, d in PURCHASE_FIELDS.items())
+        + ")",
+    )
+    if pid is not None and (type(pid) is not int or not -(2**63) <= pid < 2**63):
+        raise wrong
+    if price is not None:
+        if isinstance(price, bool) or not isinstance(price, int | Decimal):
+            raise wrong
+        try:
+            price = Decimal(price).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+        except InvalidOperation:
+            raise wrong from None
+        if abs(price) >= PRICE_LIMIT:
+            raise wrong
+    for name, desc in PURCHASE_FIELDS.items():
+        if obj.get(name) is None:
+            raise Refused(dl.MISSING_FIELD, f"{_WHAT} has no {name} ({desc})")
+    assert isinstance(pid, int) and isinstance(price, Decimal)
+    return pid, format(price, "f")
+
+
+@dataclass
+class Enriched:
+    """What one task made of its purchases: output rows, dead letters and counts."""
+
+    dead: list[DeadLetter] = field(default_factory=list)
+    counts: dict[str, int] = field(
+        default_factory=lambda: {"purchases": 0, "enriched": 0, "unknown": 0, "purchases_dlq": 0}
+    )
+
+    def count(self, name: str, n: int = 1) -> None:
+        if n:
+            self.counts[name] = self.counts.get(name, 0) + int(n)
+
+
+def enrich(
+    batch: pa.RecordBatch,
+    table: NameTable,
+    versions: Mapping[int, Sequence[VersionName]],
+    output_topic: str,
+    out: Enriched,
+) -> pa.RecordBatch:
+    """Sink rows (``key, value, topic``) for the usable purchases of ``batch`` (the source's
+    columns); unusable ones are added to ``out.dead``."""
+    n = batch.num_rows
+    out.count("purchases", n)
+    values = batch.column("value")
+    text = values.view(pa.string()) if pa.types.is_binary(values.type) else values
+    matched = pc.extract_regex(text, PURCHASE_PATTERN)
+    usable = matched.is_valid().to_numpy(zero_copy_only=False).copy()
+    id_text = pc.struct_field(matched, "id")
+    price_text = pc.struct_field(matched, "price")
+    pids = pc.fill_null(pc.cast(id_text, pa.int64()), 0).to_numpy(zero_copy_only=False).copy()
+    slow = np.flatnonzero(~usable).tolist()
+    if slow:
+        ids_list, prices_list = id_text.to_pylist(), price_text.to_pylist()
+        for i in slow:
+            try:
+                pid, price = check_purchase(values[i].as_py())
+            except Refused as exc:
+                out.dead.append(
+                    DeadLetter(
+                        batch.column("key")[i].as_py(),
+                        values[i].as_py(),
+                        batch.column("topic")[i].as_py(),
+                        batch.column("partition")[i].as_py(),
+                        batch.column("offset")[i].as_py(),
+                        exc.error,
+                        exc.detail,
+                    )
+                )
+                out.count("purchases_dlq")
+                out.count(f"dlq.{exc.error}")
+                continue
+            usable[i] = True
+            pids[i] = pid
+            ids_list[i], prices_list[i] = str(pid), price
+        id_text, price_text = pa.array(ids_list, pa.string()), pa.array(prices_list, pa.string())
+    at, known = table.lookup(pids)
+    if len(table.ids):
+        found = pc.take(table.names, pa.array(at))
+        names = pc.if_else(pa.array(known), found, pa.scalar(_UNKNOWN_JSON))
+    else:
+        names = pa.array([_UNKNOWN_JSON] * n, pa.string())
+    if versions:
+        changed = np.flatnonzero(usable & np.isin(pids, np.fromiter(versions, np.int64)))
+        if len(changed):
+            stamps = pc.cast(batch.column("timestamp"), pa.int64()).to_numpy(zero_copy_only=False)
+            listed = names.to_pylist()
+            for i in changed.tolist():
+                name = name_as_of(versions[int(pids[i])], int(stamps[i]) // 1000)
+                if name is not False:
+                    listed[i] = _UNKNOWN_JSON if name is None else json.dumps(name)
+            names = pa.array(listed, pa.string())
+    out.count("unknown", int((usable & pc.equal(names, _UNKNOWN_JSON).to_numpy(False)).sum()))
+    out.count("enriched", int(usable.sum()))
+    value = pc.binary_join_element_wise(
+        '{"id":', id_text, ',"name":', names, ',"price":', price_text, "}", ""
+    )
+    keep = pa.array(usable)
+    kept = int(usable.sum())
+    return pa.RecordBatch.from_arrays(
+        [
+            batch.column("key").filter(keep),
+            value.filter(keep).cast(pa.binary()),
+            pa.array([output_topic] * kept, pa.string()),
+        ],
+        names=["key", "value", "topic"],
+    )
