@@ -43,8 +43,8 @@ from streamscale.generate.purchases import purchase_records
 from streamscale.kafka import broker as embedded
 from streamscale.kafka.client import producer_config
 from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics
-from streamscale.pipelines.purchase_batches import REF_UNKNOWN
 from streamscale.pipelines.game_sessions import GameSessions, GameTopics
+from streamscale.pipelines.purchase_batches import REF_UNKNOWN
 from streamscale.settings import Settings, embedded_settings
 from streamscale.spark import session
 
