@@ -254,6 +254,9 @@ def main() -> None:
     parser.add_argument("--state-store", choices=("rocksdb", "hdfs"), default="rocksdb")
     parser.add_argument("--shuffle-partitions", type=int, default=2)
     parser.add_argument("--master", default="local[4]", help="Spark master (task slots)")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
+    )
     args = parser.parse_args()
 
     rows: list[tuple[str, float, str]] = []
@@ -298,7 +301,8 @@ def main() -> None:
             flush=True,
         )
 
-        spark = session(settings, app_name="bench-pipelines")
+        extra = dict(item.split("=", 1) for item in args.conf)
+        spark = session(settings, app_name="bench-pipelines", extra_conf=extra)
         ckpt = Path(tmp) / "ckpt"
         en: dict[str, float] = {}
         if not args.skip_enrichment:

@@ -283,8 +283,9 @@ def co_partition(
     topic, so records with the same key in co-partitioned topics meet in one task.
 
     With ``min_partitions`` above the number of groups, groups get extra pieces in proportion
-    to their size and each of a group's ranges is cut into that many contiguous near-equal
-    pieces, piece ``i`` of every topic read together: every record is read exactly once.
+    to their largest range (a group never gets more pieces than that range has records) and
+    each of a group's ranges is cut into that many contiguous near-equal pieces, piece ``i``
+    of every topic read together: every record is read exactly once.
     """
     groups: dict[int, list[OffsetRange]] = {}
     for r in offset_ranges:

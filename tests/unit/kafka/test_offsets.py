@@ -1,15 +1,18 @@
-"""Offset arithmetic: range splitting, read-limit sharing, resolution of starting offsets."""
+"""Offset arithmetic: range splitting, co-partitioned groups, read-limit sharing, resolution of
+starting offsets."""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamscale.kafka.offsets import (
     OffsetError,
     OffsetRange,
     TopicPartition,
+    check_co_partitioned,
+    co_partition,
     from_json,
     largest_remainder,
     out_of_range,
@@ -120,6 +123,116 @@ def test_split_ranges_covers_every_offset_exactly_once(
     non_empty = sum(1 for r in rs if r.size)
     assert len(pieces) >= min(min_partitions or 0, total)
     assert len(pieces) >= non_empty
+
+
+def test_co_partition_groups_by_partition_number_sorted() -> None:
+    """One group per partition number (in order), its ranges sorted by topic; empty skipped."""
+    groups = co_partition(
+        [
+            OffsetRange("b", 1, 0, 3),
+            OffsetRange("a", 1, 5, 6),
+            OffsetRange("a", 0, 7, 7),
+            OffsetRange("b", 0, 10, 20),
+            OffsetRange("a", 2, 0, 1),
+        ],
+        None,
+    )
+    assert groups == [
+        (OffsetRange("b", 0, 10, 20),),
+        (OffsetRange("a", 1, 5, 6), OffsetRange("b", 1, 0, 3)),
+        (OffsetRange("a", 2, 0, 1),),
+    ]
+    assert co_partition([], 4) == []
+    assert co_partition([OffsetRange("a", 0, 5, 5)], 4) == []
+
+
+@pytest.mark.parametrize(
+    ("ranges_", "min_partitions", "expected"),
+    [
+        # piece i of every topic of a group is read together, cut in the same proportions
+        (
+            [("a", 0, 0, 100), ("b", 0, 0, 50)],
+            2,
+            [(("a", 0, 0, 50), ("b", 0, 0, 25)), (("a", 0, 50, 100), ("b", 0, 25, 50))],
+        ),
+        # no more pieces than the group's largest range has records
+        (
+            [("a", 0, 0, 3), ("b", 0, 10, 13)],
+            10,
+            [(("a", 0, i, i + 1), ("b", 0, 10 + i, 11 + i)) for i in range(3)],
+        ),
+        # a small range is only in the pieces it has records for
+        (
+            [("a", 0, 0, 4), ("b", 0, 0, 1)],
+            4,
+            [
+                (("a", 0, 0, 1),),
+                (("a", 0, 1, 2),),
+                (("a", 0, 2, 3),),
+                (("a", 0, 3, 4), ("b", 0, 0, 1)),
+            ],
+        ),
+        # enough groups already: left whole
+        ([("a", 0, 0, 9), ("a", 1, 0, 9)], 2, [(("a", 0, 0, 9),), (("a", 1, 0, 9),)]),
+    ],
+)
+def test_co_partition_pieces_table(
+    ranges_: list[tuple[str, int, int, int]],
+    min_partitions: int,
+    expected: list[tuple[tuple[str, int, int, int], ...]],
+) -> None:
+    pieces = co_partition([OffsetRange(*r) for r in ranges_], min_partitions)
+    assert pieces == [tuple(OffsetRange(*r) for r in piece) for piece in expected]
+
+
+@settings(max_examples=60)
+@given(
+    st.dictionaries(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 5)),
+        st.tuples(st.integers(0, 10**6), st.integers(0, 300)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.one_of(st.none(), st.integers(1, 40)),
+)
+def test_co_partition_reads_every_record_once_in_aligned_groups(
+    parts: dict[tuple[str, int], tuple[int, int]], min_partitions: int | None
+) -> None:
+    """Every record in exactly one piece; a piece holds one partition number, each topic at
+    most once; pieces of one partition come in offset order; at least ``min_partitions``
+    pieces as far as records allow (a piece per record of each group's largest range)."""
+    rs = [OffsetRange(t, p, s, s + n) for (t, p), (s, n) in parts.items()]
+    pieces = co_partition(rs, min_partitions)
+    read: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for piece in pieces:
+        assert piece and len({r.partition for r in piece}) == 1
+        assert [r.topic for r in piece] == sorted({r.topic for r in piece})
+        for r in piece:
+            assert r.end > r.start
+            read.setdefault((r.topic, r.partition), []).append((r.start, r.end))
+    for r in rs:
+        mine = read.get((r.topic, r.partition), [])
+        assert mine == sorted(mine)  # in offset order, so the cuts of one group line up
+        assert [o for s, e in mine for o in range(s, e)] == list(range(r.start, r.end))
+    assert [p[0].partition for p in pieces] == sorted(p[0].partition for p in pieces)
+    largest: dict[int, int] = {}
+    for r in rs:
+        largest[r.partition] = max(largest.get(r.partition, 0), r.size)
+    groups = sum(1 for n in largest.values() if n)
+    if min_partitions is None or min_partitions <= groups:
+        assert len(pieces) == groups
+    else:
+        assert len(pieces) == min(min_partitions, sum(largest.values()))
+
+
+def test_check_co_partitioned_needs_equal_partition_counts() -> None:
+    """Equal counts (or one topic) pass; otherwise the error names each topic's count."""
+    check_co_partitioned([A0, A1, TopicPartition("b", 0), TopicPartition("b", 1)])
+    check_co_partitioned([A0, A1])
+    check_co_partitioned([])
+    with pytest.raises(OffsetError, match=r"a has 2, b has 1") as error:
+        check_co_partitioned([A0, A1, B0])
+    assert "coPartitioned needs topics with the same number of partitions" in str(error.value)
 
 
 def test_ranges_skip_empty_and_use_end_for_unknown_start() -> None:

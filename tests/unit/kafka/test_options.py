@@ -59,6 +59,19 @@ def test_group_id_naming() -> None:
 
 
 @pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, False), ("true", True), ("TRUE", True), ("1", True), ("no", False)],
+)
+def test_co_partitioned_option(value: str | None, expected: bool) -> None:
+    """``coPartitioned`` (ours): off by default, a boolean like Spark's options."""
+    options = {**BASE, "subscribe": "rq,rs"}
+    if value is not None:
+        options["coPartitioned"] = value
+    assert parse_source(options).co_partitioned is expected
+    assert parse_source({**BASE, "subscribe": "a", "copartitioned": "yes"}).co_partitioned
+
+
+@pytest.mark.parametrize(
     ("options", "message"),
     [
         ({"subscribe": "a"}, "kafka.bootstrap.servers is required"),
@@ -71,6 +84,7 @@ def test_group_id_naming() -> None:
         ({**BASE, "subscribe": "a", "maxOffsetsPerTrigger": "0"}, "positive integer"),
         ({**BASE, "subscribe": "a", "minPartitions": "x"}, "positive integer"),
         ({**BASE, "subscribe": "a", "failOnDataLoss": "maybe"}, "true or false"),
+        ({**BASE, "subscribe": "a", "coPartitioned": "sometimes"}, "coPartitioned must be true"),
         ({**BASE, "subscribe": "a", "kafka.auto.offset.reset": "earliest"}, "startingOffsets"),
         ({**BASE, "subscribe": "a", "kafka.enable.auto.commit": "true"}, "not supported"),
         ({**BASE, "subscribe": "a", "endOffsetsMethod": "guess"}, "list_offsets or fetch"),
