@@ -332,12 +332,13 @@ def main() -> None:
                 for name, n in counts.items():
                     totals[name] = totals.get(name, 0) + n
             last = pipeline.counts[max(pipeline.counts)]
-            settled = totals["join.approved"] + totals["join.unapproved"] + last["pending.frames"]
+            pending = last["now.pending_frames"]
+            settled = totals["join.approved"] + totals["join.unapproved"] + pending
             print(
                 f"  game-sessions frames {totals['frames.records']:,} = approved "
                 f"{totals['join.approved']:,} + unapproved {totals['join.unapproved']:,} + "
-                f"pending {last['pending.frames']:,} ({'ok' if settled == n_frm_frames else 'NO'});"
-                f" sessions closed {totals['sessions.closed']}, open {last['sessions.open']}",
+                f"pending {pending:,} ({'ok' if settled == n_frm_frames else 'NO'});"
+                f" sessions closed {totals['sessions.closed']}, open {last['now.open_sessions']}",
                 flush=True,
             )
         spark.stop()

@@ -55,8 +55,8 @@ Counts (:meth:`GameSessions.batch_counts`): frames in = ``frames_dlq.records`` +
 ``join.approved`` + ``join.unapproved`` + ``join.late_frames`` + pending frames;
 approvals in = ``approvals_dlq.records`` + ``join.approved`` + ``join.duplicate_approvals`` +
 ``join.late_approvals`` + pending approvals (duplicate frames aside); hits of approved
-frames = ``join.hits`` + ``join.hits_undecodable``. ``pending.*`` and ``sessions.open`` are
-levels at the end of the batch, the others per batch.
+frames = ``join.hits`` + ``join.hits_undecodable``. Counts named ``now.*`` (pending frames and
+approvals, open sessions) are levels at the end of the batch, the others per batch.
 """
 
 from __future__ import annotations

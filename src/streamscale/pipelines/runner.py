@@ -173,7 +173,8 @@ def drive(
                 continue  # an idle trigger
             counts = pipeline.batch_counts(progress)
             for key, value in counts.items():
-                totals[key] = totals.get(key, 0) + value
+                # ``now.*`` counts are levels at the end of the batch, the others amounts.
+                totals[key] = value if key.startswith("now.") else totals.get(key, 0) + value
             echo(format_progress(data, counts))
 
     while query.isActive:

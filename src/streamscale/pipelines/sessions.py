@@ -210,8 +210,8 @@ def advance(
                 closed.append(s)
             else:
                 still_open.append(s)
-    counts["pending.frames"] = int(pc.sum(headers.column("frames")).as_py() or 0)
-    counts["pending.approvals"] = int(pc.sum(headers.column("approvals")).as_py() or 0)
+    counts["now.pending_frames"] = int(pc.sum(headers.column("frames")).as_py() or 0)
+    counts["now.pending_approvals"] = int(pc.sum(headers.column("approvals")).as_py() or 0)
     counts["sessions.closed"] = len(closed)
-    counts["sessions.open"] = len(still_open)
+    counts["now.open_sessions"] = len(still_open)
     return Advanced(State(headers, tuple(still_open), newest), closed, counts, watermark)

@@ -134,7 +134,7 @@ def test_sessions_join_within_3s_split_on_gap_and_survive_restart(
     assert total["join.unapproved"] == 2
     assert total["join.late_approvals"] == 1
     assert total["join.duplicate_approvals"] == 0
-    assert second["pending.frames"] == 0 and second["pending.approvals"] == 0
+    assert second["now.pending_frames"] == 0 and second["now.pending_approvals"] == 0
     assert total["join.hits"] == 8 and total["join.hits_undecodable"] == 2
     assert total["hits_dlq.frames"] == 1 and total["hits_dlq.hits"] == 2
     assert total["frames_dlq.records"] == 0 and total["approvals_dlq.records"] == 0

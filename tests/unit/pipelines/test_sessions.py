@@ -188,12 +188,12 @@ def test_a_frame_pending_in_one_batch_pairs_with_an_approval_in_the_next() -> No
         first.state.pending.to_pylist()
         == span_table([frame(1000, n_hits=2, impact_sum=90)]).to_pylist()
     )
-    assert (first.counts["pending.frames"], first.counts["pending.approvals"]) == (1, 0)
+    assert (first.counts["now.pending_frames"], first.counts["now.pending_approvals"]) == (1, 0)
     assert first.counts["join.approved"] == 0
     second = step(first.state, [approval(1000), approval(1200, machine=2)], approvals=1200)
     assert second.watermark == 1000 - DELAY  # min(1000, 1200) - delay
     assert second.counts["join.approved"] == 1
-    assert (second.counts["pending.frames"], second.counts["pending.approvals"]) == (0, 1)
+    assert (second.counts["now.pending_frames"], second.counts["now.pending_approvals"]) == (0, 1)
     [open_session] = second.state.open
     assert (open_session.machine, open_session.first_ts, open_session.last_ts) == (
         "000001",
@@ -221,7 +221,7 @@ def test_headers_the_watermark_passes_are_settled() -> None:
     assert second.counts["join.unapproved"] == 1
     assert second.counts["join.late_approvals"] == 1
     assert sorted(second.state.pending.column("first_ts").to_pylist()) == [300, 400]
-    assert (second.counts["pending.frames"], second.counts["pending.approvals"]) == (1, 1)
+    assert (second.counts["now.pending_frames"], second.counts["now.pending_approvals"]) == (1, 1)
     assert second.closed == [] and second.state.open == ()
 
 
@@ -236,7 +236,7 @@ def test_a_session_closes_when_the_watermark_reaches_its_end(newest: int, closed
         frames=1000,
         approvals=1000,
     )
-    assert opened.counts["sessions.open"] == 1
+    assert opened.counts["now.open_sessions"] == 1
     moved = step(opened.state, [], frames=newest, approvals=newest)
     assert bool(moved.closed) is closed
     assert len(moved.state.open) == int(not closed)
