@@ -1,7 +1,7 @@
 """The seed pipelines end to end on the embedded broker, side by side in one run.
 
     .venv/bin/python benchmarks/pipelines.py [--purchases 1000000] [--frames 500000]
-        [--products 100000] [--batch 250000] [--skip-quix]
+        [--products 100000] [--batch 500000] [--game-batch 500000] [--skip-quix]
 
 Fills the topics first (the generators' record builders, seeded), then measures, each
 reading everything from the earliest offset and writing its output to Kafka:
@@ -246,7 +246,16 @@ def main() -> None:
     parser.add_argument("--products", type=int, default=100_000)
     parser.add_argument("--frames", type=int, default=500_000, help="frames (x2 records)")
     parser.add_argument(
-        "--batch", type=int, default=250_000, help="maxOffsetsPerTrigger (per input topic)"
+        "--batch",
+        type=int,
+        default=500_000,
+        help="enrichment: maxOffsetsPerTrigger of each source (purchases, referential)",
+    )
+    parser.add_argument(
+        "--game-batch",
+        type=int,
+        default=500_000,
+        help="game sessions: records per micro-batch (both topics, one co-partitioned source)",
     )
     parser.add_argument("--skip-quix", action="store_true")
     parser.add_argument("--skip-enrichment", action="store_true", help="game sessions only")
@@ -321,9 +330,7 @@ def main() -> None:
 
         gs: dict[str, float] = {}
         if not args.skip_games:
-            # One co-partitioned source reads both topics: the same records per micro-batch as
-            # two sources of --batch records each.
-            game_settings = settings.model_copy(update={"max_offsets_per_trigger": 2 * args.batch})
+            game_settings = settings.model_copy(update={"max_offsets_per_trigger": args.game_batch})
             pipeline = GameSessions(game_settings, str(ckpt / "sessions"), gt)
             games, wall_g = run_spark(spark, pipeline)
             gs = spark_rates(games, wall_g)
