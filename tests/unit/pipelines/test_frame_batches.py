@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_hits import hits as hit_objects
 
 from streamscale import verify
 from streamscale.generate.game_frames import GameFrames
@@ -25,11 +26,7 @@ from streamscale.pipelines import hits as codec
 from streamscale.pipelines.hits import (
     DIRECTION_CODES,
     GAMES,
-    IMPACT_MAX,
-    IMPACT_MIN,
     IMPACT_TYPE_CODES,
-    KEY_CODES,
-    LEVEL_CODES,
     ZONES,
     FrameBody,
     FrameHeader,
@@ -122,15 +119,7 @@ def span_table(data: Sequence[dict[str, int]]) -> pa.Table:
     return pa.Table.from_pylist(full, schema=fb.SPAN_SCHEMA)
 
 
-valid_hits = st.builds(
-    Hit,
-    impact=st.integers(IMPACT_MIN, IMPACT_MAX),
-    key=st.sampled_from(list(KEY_CODES)),
-    direction=st.sampled_from(list(DIRECTION_CODES)),
-    impact_type=st.sampled_from(list(IMPACT_TYPE_CODES)),
-    level=st.sampled_from(list(LEVEL_CODES)),
-    game=st.sampled_from(GAMES),
-).map(encode_hit)
+valid_hits = hit_objects.map(encode_hit)
 any_hex8 = st.text("0123456789abcdefABCDEF", min_size=8, max_size=8)
 hit_texts = st.one_of(valid_hits, valid_hits.map(str.lower), any_hex8)
 headers = st.builds(
