@@ -8,8 +8,9 @@ so a failed task is retried and a replayed micro-batch may repeat output, but no
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 
 from streamscale.kafka.client import DeliveryError, producer_config
 from streamscale.kafka.collector import collector_paused
-from streamscale.kafka.options import SinkOptions
+from streamscale.kafka.options import SinkOptions, parse_sink
 
 log = logging.getLogger(__name__)
 
@@ -207,3 +208,19 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.warning("batch %d aborted; Spark will replay it (at-least-once)", batchId)
+
+
+def write_rows(sink_options: Mapping[str, str], batches: Iterable[Any]) -> int:
+    """Write Arrow batches of sink rows (``key, value, topic[, headers]``) with the sink's
+    producer, outside a streaming query (a task or the driver); records delivered.
+
+    The same delivery checks as the sink: a record not acknowledged raises
+    :class:`.client.DeliveryError`.
+    """
+    batches = iter(batches)
+    first = next(batches, None)
+    if first is None:
+        return 0
+    options = parse_sink(sink_options, first.schema.names)
+    commit = KafkaStreamWriter(options).write(itertools.chain([first], batches))
+    return commit.records

@@ -59,11 +59,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 from streamscale.pipelines import deadletter as dl
 from streamscale.pipelines.checkpoint_files import read_text
+from streamscale.pipelines.query import ForeachBatchQuery
 from streamscale.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger(__name__)
 
@@ -180,8 +180,7 @@ class EnrichTask:
         import pyarrow as pa
 
         from streamscale.kafka.collector import collector_paused
-        from streamscale.kafka.options import parse_sink
-        from streamscale.kafka.sink import KafkaStreamWriter
+        from streamscale.kafka.sink import write_rows
         from streamscale.pipelines import purchase_batches as pb
 
         out = pb.Enriched()
@@ -195,8 +194,7 @@ class EnrichTask:
                 yield dl.dead_letter_batch(out.dead, self.topics.dlq)
 
         with collector_paused():
-            options = parse_sink(self.sink_options, ["key", "value", "topic", "headers"])
-            KafkaStreamWriter(options).write(rows())
+            write_rows(self.sink_options, rows())
         yield pa.RecordBatch.from_pydict({"counts": [json.dumps(out.counts)]})
 
 
@@ -223,7 +221,7 @@ class BatchCounts:
         return out
 
 
-class Enrichment:
+class Enrichment(ForeachBatchQuery):
     """The enrichment query: build with the settings, :meth:`start`, read :attr:`counts`."""
 
     name = NAME
@@ -268,23 +266,8 @@ class Enrichment:
             referential.withColumn("src", F.lit("r"))
         )
 
-    def start(self, spark: SparkSession, trigger: Mapping[str, Any]) -> StreamingQuery:
-        """Start the query (``trigger`` as for ``DataStreamWriter.trigger``)."""
-        return (
-            self.stream(spark)
-            .writeStream.queryName(self.name)
-            .foreachBatch(self.process_batch)
-            .option("checkpointLocation", self.checkpoint)
-            .trigger(**trigger)
-            .start()
-        )
-
-    def batch_counts(self, progress: Any) -> dict[str, int]:
-        """The counts of the batch that ``progress`` (a ``StreamingQueryProgress``) reports."""
-        batch_id = getattr(progress, "batchId", None)
-        if batch_id is None and isinstance(progress, Mapping):
-            batch_id = progress.get("batchId")
-        counts = self.counts.get(int(batch_id)) if batch_id is not None else None
+    def counts_of(self, batch_id: int) -> dict[str, int]:
+        counts = self.counts.get(batch_id)
         return counts.as_dict() if counts is not None else {}
 
     # one micro-batch -------------------------------------------------------------------------
@@ -296,6 +279,8 @@ class Enrichment:
         then ONE Spark job reads the batch's purchases from Kafka and each task enriches and
         writes its own, against the table before the batch and the batch's versions.
         """
+        from streamscale.kafka.sink import write_rows
+
         spark = batch.sparkSession
         with self._lock:
             if self._next_batch != batch_id:
@@ -308,7 +293,9 @@ class Enrichment:
                 spark, self.settings, self.topics.referential, end, start
             )
             if bad:
-                self._write(dl.dead_letter_batch(bad, self.topics.dlq))
+                write_rows(
+                    self.settings.source_options(), [dl.dead_letter_batch(bad, self.topics.dlq)]
+                )
             task = EnrichTask(
                 self.topics,
                 self.settings.source_options(),
@@ -345,14 +332,6 @@ class Enrichment:
             self.table.apply(good)
             self.counts[batch_id] = counts
             self._next_batch = batch_id + 1
-
-    def _write(self, rows: Any) -> None:
-        """Write sink rows (``key, value, topic, headers``) from the driver."""
-        from streamscale.kafka.options import parse_sink
-        from streamscale.kafka.sink import KafkaStreamWriter
-
-        options = parse_sink(self.settings.source_options(), rows.schema.names)
-        KafkaStreamWriter(options).write(iter([rows]))
 
     def _names(self, spark: SparkSession) -> Any:
         """The table as a broadcast :class:`.purchase_batches.NameTable`, made anew only

@@ -71,11 +71,11 @@ from typing import TYPE_CHECKING, Any, Final
 from streamscale.pipelines import checkpoint_files as files
 from streamscale.pipelines import deadletter as dl
 from streamscale.pipelines import sessions as driver
+from streamscale.pipelines.query import ForeachBatchQuery
 from streamscale.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +125,7 @@ class BatchTask:
         import pyarrow.compute as pc
 
         from streamscale.kafka.collector import collector_paused
+        from streamscale.kafka.sink import write_rows
         from streamscale.pipelines import frame_batches as fb
 
         with collector_paused():
@@ -139,7 +140,7 @@ class BatchTask:
                 fb.read_approvals(approvals, out, self.window_ms, self.late_before)
             paired = fb.pair(out.frames + out.approvals)
             if out.dead:
-                self._dead_letters(dl.dead_letter_batch(out.dead, self.dlq))
+                write_rows(self.sink_options, [dl.dead_letter_batch(out.dead, self.dlq)])
             counts = dict(out.counts)
             for name, n in paired.counts.items():
                 counts[name] = counts.get(name, 0) + n
@@ -152,13 +153,6 @@ class BatchTask:
                     yield from _tagged(table, kind).to_batches()
             summary = json.dumps({"counts": counts, "max_ts": out.max_ts})
             yield _tagged(fb.SPAN_SCHEMA.empty_table(), COUNTS, 1, summary).to_batches()[0]
-
-    def _dead_letters(self, batch: Any) -> None:
-        from streamscale.kafka.options import parse_sink
-        from streamscale.kafka.sink import KafkaStreamWriter
-
-        options = parse_sink(self.sink_options, batch.schema.names)
-        KafkaStreamWriter(options).write(iter([batch]))
 
 
 def _tagged(table: Any, kind: str, rows: int | None = None, counts: str | None = None) -> Any:
@@ -176,7 +170,7 @@ def _tagged(table: Any, kind: str, rows: int | None = None, counts: str | None =
     )
 
 
-class GameSessions:
+class GameSessions(ForeachBatchQuery):
     """The game-sessions query: build with the settings, :meth:`start`, read :attr:`counts`."""
 
     name = NAME
@@ -209,23 +203,8 @@ class GameSessions:
             .load()
         )
 
-    def start(self, spark: SparkSession, trigger: Mapping[str, Any]) -> StreamingQuery:
-        """Start the query (``trigger`` as for ``DataStreamWriter.trigger``)."""
-        return (
-            self.stream(spark)
-            .writeStream.queryName(self.name)
-            .foreachBatch(self.process_batch)
-            .option("checkpointLocation", self.checkpoint)
-            .trigger(**trigger)
-            .start()
-        )
-
-    def batch_counts(self, progress: Any) -> dict[str, int]:
-        """The counts of the batch that ``progress`` (a ``StreamingQueryProgress``) reports."""
-        batch_id = getattr(progress, "batchId", None)
-        if batch_id is None and isinstance(progress, Mapping):
-            batch_id = progress.get("batchId")
-        counts = self.counts.get(int(batch_id)) if batch_id is not None else None
+    def counts_of(self, batch_id: int) -> dict[str, int]:
+        counts = self.counts.get(batch_id)
         return dict(counts) if counts is not None else {}
 
     # one micro-batch -------------------------------------------------------------------------
@@ -268,18 +247,20 @@ class GameSessions:
     def _write_sessions(self, closed: list[driver.Session]) -> None:
         import pyarrow as pa
 
-        from streamscale.kafka.options import parse_sink
-        from streamscale.kafka.sink import KafkaStreamWriter
+        from streamscale.kafka.sink import write_rows
 
         records = [s.record(self.gap_ms) for s in closed]
         batch = pa.RecordBatch.from_pydict(
-            {"key": [k for k, _ in records], "value": [v for _, v in records]},
-            schema=pa.schema([("key", pa.binary()), ("value", pa.binary())]),
+            {
+                "key": [k for k, _ in records],
+                "value": [v for _, v in records],
+                "topic": [self.topics.output] * len(records),
+            },
+            schema=pa.schema(
+                [("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string())]
+            ),
         )
-        options = parse_sink(
-            {**self.settings.source_options(), "topic": self.topics.output}, ["key", "value"]
-        )
-        KafkaStreamWriter(options).write(iter([batch]))
+        write_rows(self.settings.source_options(), [batch])
 
     # state in the checkpoint -------------------------------------------------------------------
     def _state_path(self, batch_id: int) -> str:
