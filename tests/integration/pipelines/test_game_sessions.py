@@ -138,3 +138,59 @@ def test_sessions_join_within_3s_split_on_gap_and_survive_restart(
     assert total["join.hits"] == 8 and total["join.hits_undecodable"] == 2
     assert total["hits_dlq.frames"] == 1 and total["hits_dlq.hits"] == 2
     assert total["frames_dlq.records"] == 0 and total["approvals_dlq.records"] == 0
+
+
+def test_topics_not_co_partitioned_pair_on_the_driver_with_the_same_sessions(
+    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path
+) -> None:
+    """Approvals written to other partitions than their frames (a producer that does not key
+    by header) never meet their frame in a task: every pair is made by the driver, across
+    micro-batches, and the sessions are still exactly the reference sessionizer's."""
+    import random
+
+    from streamscale import verify
+    from streamscale.generate.game_frames import GameFrames
+    from streamscale.generate.profiles import make_schedule
+
+    topics = GameTopics(
+        requests=topic_factory(2, "rq"),
+        approvals=topic_factory(2, "rs"),
+        output=topic_factory(1, "sessions"),
+        dlq=topic_factory(1, "gdlq"),
+    )
+    generated = GameFrames(
+        random.Random(7),
+        make_schedule("steady", rate=50, count=400),  # 8 s of frames of 10-35 machines
+        start_ms=T0,
+        request_topic=topics.requests,
+        approval_topic=topics.approvals,
+    )
+    requests, approvals = [], []
+    for topic, key, value, ts, _ in generated.records():
+        if topic == topics.requests:
+            requests.append((key, value, ts, 0))
+        else:
+            approvals.append((key, value, ts, 1))
+    closing = frame(A, T0 + 120_000, [hit(42, "X", "UP", "Direct", A[2])], 10)
+    requests += [(k, v, ts, 0) for k, v, ts, _ in closing[0]]
+    approvals += [(k, v, ts, 1) for k, v, ts, _ in closing[1]]
+    produce(settings, topics.requests, requests)
+    produce(settings, topics.approvals, approvals)
+
+    small = settings.model_copy(update={"max_offsets_per_trigger": 150})
+    pipeline = GameSessions(small, str(checkpoint), topics)
+    totals = run(spark, pipeline)
+
+    def records(rows: list[Any]) -> list[Any]:
+        return [(k.encode(), v.encode(), ts) for k, v, ts, _ in rows]
+
+    frames = verify.approved_frames(records(requests), records(approvals), 3000)
+    expected = verify.expected_sessions(frames, 30_000, exclude_machines=[A[0]])
+    written = verify.actual_sessions(
+        (r.key, r.value, 0) for r in consume_all(settings, topics.output, 1)
+    )
+    written = {k: v for k, v in written.items() if k[0] != A[0]}
+    result = verify.compare_sessions(expected, written)
+    assert result.ok, result.summary()
+    assert expected and totals["join.approved"] == len(frames)
+    assert len(pipeline.counts) > 3  # several micro-batches
