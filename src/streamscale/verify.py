@@ -108,11 +108,12 @@ def _key(machine: str, session: list[tuple[int, codec.FrameBody]], gap_ms: int) 
 
 
 def _figures(session: list[tuple[int, codec.FrameBody]]) -> SessionFigures:
-    """A frame counts when it has a decodable hit; each decodable hit counts."""
+    """Every approved frame counts (as in the pipeline, even one whose hits are all
+    undecodable: it still extends its session); each decodable hit counts."""
     frames = hits = impact = 0
     for _, body in session:
         decoded = [hit for hit in map(_decoded, body.hits) if hit is not None]
-        frames += bool(decoded)
+        frames += 1
         hits += len(decoded)
         impact += sum(h.impact for h in decoded)
     return SessionFigures(frames, hits, impact)

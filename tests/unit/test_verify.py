@@ -51,12 +51,14 @@ def test_gap_boundary_is_exclusive_like_session_window() -> None:
 
 
 def test_malformed_frames_are_not_expected_and_bad_hits_are_skipped() -> None:
+    """A frame whose hits are all undecodable is still an approved frame of its session
+    (as the pipeline counts it); only its hits are skipped."""
     bad = (b"not json", b"{}", 5)
     assert approved_frames([bad], [bad], 3000) == []
     mixed = (frame(7)[0], b'{"game":"NeonBrawl","hits":["ZZ","' + HIT.encode() + b'"]}', 7)
     only_bad = (frame(9)[0], b'{"game":"NeonBrawl","hits":["ZZ"]}', 9)
     frames = approved_frames([mixed, only_bad], [mixed, only_bad], 3000)
-    assert expected_sessions(frames, 30_000) == {("123456", 7, 30_009): SessionFigures(1, 1, 100)}
+    assert expected_sessions(frames, 30_000) == {("123456", 7, 30_009): SessionFigures(2, 1, 100)}
 
 
 def session_record(
