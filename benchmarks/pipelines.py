@@ -74,8 +74,11 @@ def create(settings: Settings, names: Iterable[str], compact: Iterable[str] = ()
         future.result(timeout=15)
 
 
-def produce_all(settings: Settings, records: Iterable[tuple[Any, ...]]) -> tuple[int, float]:
-    """Produce generator records ``(topic, key, value, ts, counted)`` as fast as possible."""
+def produce_all(
+    settings: Settings, records: Iterable[tuple[Any, ...]], scatter: str | None = None
+) -> tuple[int, float]:
+    """Produce generator records ``(topic, key, value, ts, counted)`` as fast as possible;
+    records of topic ``scatter`` go round-robin over the partitions instead of by key."""
     producer = Producer(
         producer_config(
             settings.kafka_config(),
@@ -86,6 +89,8 @@ def produce_all(settings: Settings, records: Iterable[tuple[Any, ...]]) -> tuple
     count = 0
     for topic, key, value, ts, _ in records:
         kwargs = {"timestamp": ts} if ts else {}
+        if topic == scatter:
+            kwargs["partition"] = count % PARTITIONS
         while True:
             try:
                 producer.produce(topic, value, key, **kwargs)
@@ -258,6 +263,11 @@ def main() -> None:
         help="game sessions: records per micro-batch (both topics, one co-partitioned source)",
     )
     parser.add_argument("--skip-quix", action="store_true")
+    parser.add_argument(
+        "--scatter-approvals",
+        action="store_true",
+        help="approvals round-robin over partitions: not co-partitioned, every pair on the driver",
+    )
     parser.add_argument("--skip-enrichment", action="store_true", help="game sessions only")
     parser.add_argument("--skip-games", action="store_true", help="enrichment only")
     parser.add_argument("--state-store", choices=("rocksdb", "hdfs"), default="rocksdb")
@@ -301,7 +311,8 @@ def main() -> None:
             request_topic=gt.requests,
             approval_topic=gt.approvals,
         )
-        n_frm, _ = produce_all(settings, frames.records())
+        scatter = gt.approvals if args.scatter_approvals else None
+        n_frm, _ = produce_all(settings, frames.records(), scatter)
         n_frm_frames = frames.stats.frames
         print(
             f"filled: {n_ref:,} referential, {n_pur:,} purchases ({n_pur / s_pur:,.0f}/s), "
