@@ -11,18 +11,17 @@ Kafka headers naming what went wrong and where it came from:
     source.partition  its partition (decimal text)
     source.offset     its offset (decimal text)
 
-Everything here builds Spark SQL expressions (JVM, no Python UDF), so routing costs nothing
-per record beyond the checks themselves. The Kafka sink writes the ``headers`` column.
+The error codes and the checks of a JSON record are Spark SQL (the enrichment checks its
+referential records with them); the dead letters themselves are built as Arrow rows
+(:func:`dead_letter_batch`) by whoever found the record, and written with the Kafka sink's
+producer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+from typing import Any, Final
 
 NOT_JSON: Final = "not_json"
 WRONG_TYPE: Final = "wrong_type"
@@ -46,9 +45,6 @@ HEADER_DETAIL: Final = "error.detail"
 HEADER_TOPIC: Final = "source.topic"
 HEADER_PARTITION: Final = "source.partition"
 HEADER_OFFSET: Final = "source.offset"
-
-# The type of the sink's ``headers`` column (and of the source's with includeHeaders).
-HEADERS_DDL: Final = "array<struct<key:string,value:binary>>"
 
 
 def dlq_topic(pipeline: str) -> str:
@@ -147,47 +143,6 @@ def json_detail_sql(
         wrong_type=sql_str(f"{what} has a field of the wrong type (expected {types})"),
         missing={f: sql_str(f"{what} has no {f} ({desc})") for f, desc in required.items()},
     )
-
-
-def headers_column(error: Column, detail: Column) -> Column:
-    """The ``headers`` column of a dead-lettered record (needs ``topic, partition, offset``)."""
-    from pyspark.sql import functions as F
-
-    def header(name: str, value: Column) -> Column:
-        return F.struct(F.lit(name).alias("key"), F.encode(value, "UTF-8").alias("value"))
-
-    return F.array(
-        header(HEADER_ERROR, error),
-        header(HEADER_DETAIL, F.coalesce(detail, error)),
-        header(HEADER_TOPIC, F.col("topic")),
-        header(HEADER_PARTITION, F.col("partition").cast("string")),
-        header(HEADER_OFFSET, F.col("offset").cast("string")),
-    )
-
-
-def dead_letters(
-    df: DataFrame, topic: str, error: str = "error", detail: str = "detail"
-) -> DataFrame:
-    """Rows for the Kafka sink: ``df``'s original ``key``/``value`` bytes to ``topic``.
-
-    ``df`` has the source columns (``key, value, topic, partition, offset``) and the
-    ``error``/``detail`` string columns; the result has ``key, value, topic, headers``.
-    """
-    from pyspark.sql import functions as F
-
-    return df.select(
-        F.col("key"),
-        F.col("value"),
-        F.lit(topic).alias("topic"),
-        headers_column(F.col(error), F.col(detail)).alias("headers"),
-    )
-
-
-def no_headers() -> Column:
-    """A null ``headers`` column, for output rows unioned with dead letters."""
-    from pyspark.sql import functions as F
-
-    return F.lit(None).cast(HEADERS_DDL)
 
 
 # --- dead letters built in Python (Arrow rows for the sink) --------------------------------

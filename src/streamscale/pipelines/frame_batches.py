@@ -164,12 +164,12 @@ def check_header(raw: bytes | None) -> codec.FrameHeader:
     """A frame key in any JSON form, or :class:`Refused`."""
     obj = _json_object(raw, "frame key", dl.NULL_KEY)
     _fields(obj, "frame key", {"ts": (int,), "machine": (str,), "zone": (str,)})
-    ts, machine, zone = obj["ts"], obj["machine"], obj["zone"]
-    if ts < 0 or not (len(machine) == codec.MACHINE_ID_DIGITS and machine.isascii()):
-        raise Refused(dl.INVALID_VALUE, "frame key: ts negative or machine not 6 digits")
-    if not machine.isdigit() or zone not in codec.ZONES:
-        raise Refused(dl.INVALID_VALUE, "frame key: machine not 6 digits or unknown zone")
-    return codec.FrameHeader(ts, machine, zone)
+    try:
+        return codec.header_of(obj)  # the values' rules are the codec's
+    except codec.FrameDecodeError:
+        raise Refused(
+            dl.INVALID_VALUE, "frame key: ts negative, machine not 6 digits or unknown zone"
+        ) from None
 
 
 def check_body(raw: bytes | None) -> codec.FrameBody:

@@ -262,7 +262,12 @@ def _json_object(data: object, what: str) -> dict[str, object]:
 
 def parse_header(data: object) -> FrameHeader:
     """Parse a frame key; :class:`FrameDecodeError` (reason json|ts|machine|zone) if invalid."""
-    obj = _json_object(data, "frame key")
+    return header_of(_json_object(data, "frame key"))
+
+
+def header_of(obj: Mapping[str, object]) -> FrameHeader:
+    """The header of a parsed frame key; :class:`FrameDecodeError` (reason ts|machine|zone)
+    if a field is missing, of the wrong type or invalid."""
     ts = obj.get("ts")
     if type(ts) is not int or ts < 0:
         raise FrameDecodeError("ts", f"ts {ts!r} is not a non-negative integer")
