@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import cpu_use
 from streamscale.kafka import broker as embedded
 from streamscale.kafka.client import producer_config
-from streamscale.settings import Settings, embedded_settings
+from streamscale.settings import Settings
 from streamscale.spark import session
 
 PARTITIONS = 4
@@ -117,7 +117,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp, embedded.embedded_broker(Path(tmp)) as running:
-        settings = embedded_settings(running.bootstrap)
+        settings = Settings(bootstrap_servers=running.bootstrap)
         create(settings, "bench-in", "bench-out")
         produce_rate = fill(settings, "bench-in", args.records)
         plain = plain_consume(settings, "bench-in", args.records, tuned=False)

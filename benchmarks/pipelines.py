@@ -45,7 +45,7 @@ from streamscale.kafka.client import producer_config
 from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics
 from streamscale.pipelines.game_sessions import GameSessions, GameTopics
 from streamscale.pipelines.purchase_batches import REF_UNKNOWN
-from streamscale.settings import Settings, embedded_settings
+from streamscale.settings import Settings
 from streamscale.spark import session
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -280,8 +280,8 @@ def main() -> None:
 
     rows: list[tuple[str, float, str]] = []
     with tempfile.TemporaryDirectory() as tmp, embedded.embedded_broker(Path(tmp) / "b") as b:
-        settings = embedded_settings(
-            b.bootstrap,
+        settings = Settings(
+            bootstrap_servers=b.bootstrap,
             max_offsets_per_trigger=args.batch,
             spark_master=args.master,
             shuffle_partitions=args.shuffle_partitions,

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One-command set-up: system packages, Java check, .venv with pinned dependencies.
+# One-command set-up: system packages, Java check, .venv with pinned dependencies, and the JVM
+# jars (Apache Kafka broker, Spark's Kafka connector) resolved with Maven into jvm/lib.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,6 +9,7 @@ command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 if ! command -v java >/dev/null 2>&1; then
     need_apt+=(openjdk-17-jre-headless)
 fi
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 if ((${#need_apt[@]})); then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "setup: installing Debian packages: ${need_apt[*]}"
@@ -31,4 +33,28 @@ command -v "$PY" >/dev/null 2>&1 || PY=python3
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -e '.[dev]'
-echo "setup: done. Activate with: source .venv/bin/activate"
+
+# JVM jars: each pom's dependencies into jvm/lib/<name>, once; a stamp (the pom's checksum)
+# makes a second run quick and offline.
+resolve() { # name, extra copy-dependencies flags
+    local name=$1 dir=jvm/lib/$1 stamp
+    stamp=$(sha256sum "jvm/$name/pom.xml" | cut -d' ' -f1)
+    if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$stamp" ]; then
+        return
+    fi
+    echo "setup: resolving the $name jars with Maven"
+    rm -rf "$dir"
+    (cd "jvm/$name" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime \
+        -DoutputDirectory="../lib/$name" "${@:2}")
+    echo "$stamp" >"$dir/.stamp"
+}
+resolve broker
+# Only what pyspark does not ship already (it has Scala, Hadoop, compression codecs...).
+resolve connector \
+    -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
+pyspark_version=$(.venv/bin/python -c 'import pyspark; print(pyspark.__version__)')
+if ! ls "jvm/lib/connector/spark-sql-kafka-0-10_2.13-$pyspark_version.jar" >/dev/null 2>&1; then
+    echo "setup: pyspark $pyspark_version differs from the connector in jvm/connector/pom.xml" >&2
+    exit 1
+fi
+echo "setup: done ($(du -sh jvm/lib | cut -f1) of jars in jvm/lib). Activate with: source .venv/bin/activate"

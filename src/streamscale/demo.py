@@ -32,7 +32,7 @@ from streamscale.kafka.admin import KafkaAdmin
 from streamscale.kafka.offsets import TopicPartition
 from streamscale.pipelines import hits as codec
 from streamscale.pipelines.topics import ENRICHMENT, GAME_SESSIONS, pipeline_topics
-from streamscale.settings import Settings, embedded_settings
+from streamscale.settings import Settings
 
 LEAN_JVM = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=96m -XX:MaxMetaspaceSize=256m"
 """JVM options of the demo's driver and executors: less memory than G1's defaults."""
@@ -296,8 +296,8 @@ def _experiment(
     local = stack.enter_context(
         cluster.local_cluster(data_dir / "cluster", workers=1, cores=2, memory="3g")
     )
-    settings = embedded_settings(
-        running_broker.bootstrap,
+    settings = Settings(
+        bootstrap_servers=running_broker.bootstrap,
         spark_master=local.master_url,
         checkpoint_dir=data_dir / "checkpoints",
         trigger_interval_s=1.0,
@@ -308,7 +308,7 @@ def _experiment(
         executor_memory="512m",
         metrics_port=options.metrics_port,
     )
-    admin = KafkaAdmin(settings.kafka_config(), settings.end_offsets_method)
+    admin = KafkaAdmin(settings.kafka_config())
     stack.callback(admin.close)
     say(f"Spark cluster at {local.master_url}")
     admin.apply(pipeline_topics(options.partitions, settings.retention_ms)[options.pipeline])

@@ -151,6 +151,34 @@ def stop(data_dir: Path, name: str, timeout_s: float = 10.0) -> bool:
     return was_alive
 
 
+def stop_all(data_dir: Path, names: Sequence[str], grace_s: float = 10.0) -> bool:
+    """Stop the recorded processes ``names`` together: SIGTERM to every one at once, SIGKILL
+    to those still alive after ``grace_s`` (0: SIGKILL at once). False if none was running.
+
+    Together, because members of one cluster wait for each other while they shut down.
+    """
+    recorded = [m for m in (load(data_dir, n) for n in names) if m is not None]
+    alive = [m for m in recorded if m.alive()]
+    for sig in (signal.SIGKILL,) if grace_s <= 0 else (signal.SIGTERM, signal.SIGKILL):
+        for managed in alive:
+            with contextlib.suppress(ProcessLookupError):
+                try:
+                    os.killpg(managed.pid, sig)
+                except PermissionError:
+                    os.kill(managed.pid, sig)
+        deadline = time.monotonic() + (grace_s if sig == signal.SIGTERM else 10.0)
+        while time.monotonic() < deadline and any(m.alive() for m in alive):
+            time.sleep(0.05)
+        if not any(m.alive() for m in alive):
+            break
+    stuck = [m.pid for m in alive if m.alive()]
+    if stuck:
+        raise ProcessError(f"processes {stuck} did not stop")
+    for managed in recorded:
+        state_path(data_dir, managed.name).unlink(missing_ok=True)
+    return bool(alive)
+
+
 def stat_fields(pid: int | str) -> list[str] | None:
     """The fields of ``/proc/PID/stat`` after the command name (``[0]`` state, ``[1]`` parent
     PID, ``[11]``/``[12]`` user/system clock ticks); None if the process is gone (Linux)."""

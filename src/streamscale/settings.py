@@ -15,7 +15,6 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-EndOffsetsMethod = Literal["list_offsets", "fetch"]
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"]
 
@@ -39,11 +38,6 @@ class Settings(BaseSettings):
     sasl_username: str | None = Field(None, description="SASL username")
     sasl_password: SecretStr | None = Field(None, description="SASL password (secret)")
     ssl_ca_location: str | None = Field(None, description="CA certificate file for SSL")
-    end_offsets_method: EndOffsetsMethod = Field(
-        "list_offsets",
-        description="How true end offsets are read: list_offsets (real Kafka) or fetch "
-        "(brokers whose ListOffsets latest is wrong, such as the embedded one)",
-    )
     request_timeout_s: float = Field(30.0, gt=0, description="Kafka admin/metadata timeout")
 
     # Topics
@@ -156,7 +150,6 @@ class Settings(BaseSettings):
     def source_options(self) -> dict[str, str]:
         """Options of the ``streamscale-kafka`` source and sink (``kafka.*`` plus our own)."""
         opts = {f"kafka.{k}": v for k, v in self.kafka_config().items()}
-        opts["endOffsetsMethod"] = self.end_offsets_method
         if self.max_offsets_per_trigger is not None:
             opts["maxOffsetsPerTrigger"] = str(self.max_offsets_per_trigger)
         if self.min_partitions is not None:
@@ -204,11 +197,6 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
     if not config.is_file():
         raise ValueError(f"config file {config} does not exist")
     return Settings(_env_file=config, **given)  # type: ignore[call-arg]
-
-
-def embedded_settings(bootstrap_servers: str, **overrides: Any) -> Settings:
-    """Settings for the embedded broker: its ListOffsets is wrong, so end offsets use Fetch."""
-    return Settings(bootstrap_servers=bootstrap_servers, end_offsets_method="fetch", **overrides)
 
 
 def env_help() -> str:

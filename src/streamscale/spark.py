@@ -23,8 +23,11 @@ def session(
     app_name: str = "streamscale",
     extra_conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """A SparkSession configured from ``settings``, with the streamscale data sources registered."""
+    """A SparkSession configured from ``settings``, with Spark's Kafka connector on the class
+    path and the ``streamscale-kafka`` data source registered."""
     from pyspark.sql import SparkSession
+
+    from streamscale import jars
 
     settings = settings or Settings()
     os.environ.update(python_env())
@@ -37,6 +40,8 @@ def session(
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.python.worker.reuse": "true",
         "spark.sql.session.timeZone": "UTC",
+        # Spark's own Kafka connector (format("kafka")), resolved by `make setup`.
+        "spark.jars": ",".join(str(p) for p in jars.jars(jars.CONNECTOR)),
         # With a byte cap, Spark sizes the Arrow batch it is building after every row, and
         # sizing a list column (the sink's ``headers``) walks the whole batch: quadratic, 80%
         # of the enrichment's JVM time. Batches are capped at maxRecordsPerBatch rows anyway.

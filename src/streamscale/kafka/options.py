@@ -3,8 +3,8 @@
 Names follow Spark's Kafka connector: ``kafka.bootstrap.servers`` (and any ``kafka.*``
 librdkafka key), ``subscribe``, ``subscribePattern``, ``assign``, ``startingOffsets``,
 ``maxOffsetsPerTrigger``, ``minPartitions``, ``failOnDataLoss``, ``includeHeaders``,
-``groupIdPrefix``, ``kafka.group.id``, ``topic``. Ours: ``endOffsetsMethod``
-(``list_offsets`` | ``fetch``), ``queryName`` (names the consumer group) and ``coPartitioned``
+``groupIdPrefix``, ``kafka.group.id``, ``topic``. Ours: ``queryName`` (names the consumer
+group) and ``coPartitioned``
 (one task reads the same partition number of every topic, as a Kafka Streams join task does).
 """
 
@@ -87,7 +87,6 @@ class SourceOptions:
     include_headers: bool = False
     co_partitioned: bool = False
     group_id: str = "streamscale"
-    end_offsets_method: Literal["list_offsets", "fetch"] = "list_offsets"
     poll_timeout_s: float = 120.0
     extra: Mapping[str, str] = field(default_factory=dict)
 
@@ -154,10 +153,6 @@ def parse_source(options: Mapping[str, str]) -> SourceOptions:
     if options.get("endingOffsets"):
         raise OptionError("option endingOffsets is for batch queries; streaming reads continuously")
 
-    method = options.get("endOffsetsMethod") or "list_offsets"
-    if method not in ("list_offsets", "fetch"):
-        raise OptionError(f"option endOffsetsMethod must be list_offsets or fetch, got {method!r}")
-
     group = kafka.pop("group.id", None)
     if group is None:
         prefix = options.get("groupIdPrefix") or "streamscale"
@@ -180,7 +175,6 @@ def parse_source(options: Mapping[str, str]) -> SourceOptions:
         include_headers=_bool(options, "includeHeaders", False),
         co_partitioned=_bool(options, "coPartitioned", False),
         group_id=group,
-        end_offsets_method=method,  # type: ignore[arg-type]
         poll_timeout_s=(poll_ms or 120_000) / 1000.0,
     )
 

@@ -125,9 +125,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
     @property
     def admin(self) -> KafkaAdmin:
         if self._admin is None:
-            self._admin = KafkaAdmin(
-                self.options.kafka, self.options.end_offsets_method, timeout_s=ADMIN_TIMEOUT_S
-            )
+            self._admin = KafkaAdmin(self.options.kafka, timeout_s=ADMIN_TIMEOUT_S)
         return self._admin
 
     def _partitions(self) -> list[TopicPartition]:

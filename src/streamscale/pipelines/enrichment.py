@@ -408,7 +408,7 @@ def read_referential(
     begin = dict(start or {})
     missing = [TopicPartition(topic, p) for p in until if p not in begin]
     if missing:
-        admin = KafkaAdmin(options.kafka, options.end_offsets_method, settings.request_timeout_s)
+        admin = KafkaAdmin(options.kafka, settings.request_timeout_s)
         try:
             begin.update({tp.partition: o for tp, o in admin.earliest(missing).items()})
         finally:

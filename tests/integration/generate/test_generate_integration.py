@@ -31,7 +31,7 @@ def consume_all(settings: Settings, topic: str, partitions: int) -> list[Any]:
     """Every record of ``topic``, read to the true end offsets."""
     from streamscale.kafka.admin import KafkaAdmin
 
-    admin = KafkaAdmin(settings.kafka_config(), settings.end_offsets_method)
+    admin = KafkaAdmin(settings.kafka_config())
     try:
         return admin.read_all(topic, partitions)
     finally:

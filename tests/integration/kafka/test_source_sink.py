@@ -50,7 +50,7 @@ def produce(settings: Settings, topic: str, count: int, start: int = 0) -> list[
 
 def consume_all(settings: Settings, topic: str, partitions: int) -> list[Record]:
     """Every record of ``topic``, read to the true end offsets."""
-    admin = KafkaAdmin(settings.kafka_config(), settings.end_offsets_method)
+    admin = KafkaAdmin(settings.kafka_config())
     try:
         messages = admin.read_all(topic, partitions)
     finally:
@@ -334,7 +334,7 @@ def test_restart_from_checkpoint_loses_nothing_and_group_matches_checkpoint(
     commits = sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
     offsets_file = (checkpoint / "offsets" / str(commits[-1])).read_text().splitlines()
     checkpointed = json.loads(offsets_file[2])[source]
-    admin = KafkaAdmin(settings.kafka_config(), settings.end_offsets_method)
+    admin = KafkaAdmin(settings.kafka_config())
     committed = admin.committed(
         "streamscale-restart-test", [TopicPartition(source, p) for p in range(4)]
     )

@@ -132,7 +132,7 @@ def _produce_backlog(settings: Settings, topic: str) -> None:
 
 
 def _end_offsets(settings: Settings, topic: str) -> dict[tuple[str, int], int]:
-    admin = KafkaAdmin(settings.kafka_config(), settings.end_offsets_method)
+    admin = KafkaAdmin(settings.kafka_config())
     try:
         ends = admin.end_offsets([TopicPartition(topic, p) for p in range(PARTITIONS)])
     finally:
@@ -290,7 +290,6 @@ def test_lag_through_prometheus_falls_to_exactly_zero(
 
     # Stopped: the query's series are gone, and the checkpoint plus the broker give the lag.
     _wait("the stopped query to be forgotten", lambda: name not in monitor.tracker.queries(), 10)
-    extra = {"bootstrap": settings.bootstrap_servers, "method": settings.end_offsets_method}
     result = CliRunner().invoke(
         app,
         [
@@ -298,9 +297,7 @@ def test_lag_through_prometheus_falls_to_exactly_zero(
             "--checkpoint",
             str(checkpoint),
             "--bootstrap",
-            extra["bootstrap"],
-            "--end-offsets-method",
-            extra["method"],
+            settings.bootstrap_servers,
         ],
     )
     assert result.exit_code == 0, result.output

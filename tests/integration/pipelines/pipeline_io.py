@@ -57,7 +57,7 @@ def produce(settings: Settings, topic: str, records: Sequence[Out]) -> list[tupl
 
 def consume_all(settings: Settings, topic: str, partitions: int) -> list[Consumed]:
     """Every record of ``topic`` up to its true end offsets, in (partition, offset) order."""
-    admin = KafkaAdmin(settings.kafka_config(), settings.end_offsets_method)
+    admin = KafkaAdmin(settings.kafka_config())
     try:
         messages = admin.read_all(topic, partitions)
     finally:

@@ -30,7 +30,6 @@ def test_options_are_case_insensitive_as_in_spark() -> None:
             "minpartitions": "4",
             "failondataloss": "false",
             "includeheaders": "true",
-            "endoffsetsmethod": "fetch",
         }
     )
     assert opts.subscribe_pattern == "a.*"
@@ -38,7 +37,6 @@ def test_options_are_case_insensitive_as_in_spark() -> None:
     assert (opts.max_offsets_per_trigger, opts.min_partitions) == (10, 4)
     assert opts.fail_on_data_loss is False
     assert opts.include_headers is True
-    assert opts.end_offsets_method == "fetch"
 
 
 def test_assign_and_json_starting_offsets() -> None:
@@ -87,7 +85,6 @@ def test_co_partitioned_option(value: str | None, expected: bool) -> None:
         ({**BASE, "subscribe": "a", "coPartitioned": "sometimes"}, "coPartitioned must be true"),
         ({**BASE, "subscribe": "a", "kafka.auto.offset.reset": "earliest"}, "startingOffsets"),
         ({**BASE, "subscribe": "a", "kafka.enable.auto.commit": "true"}, "not supported"),
-        ({**BASE, "subscribe": "a", "endOffsetsMethod": "guess"}, "list_offsets or fetch"),
         ({**BASE, "subscribe": "a", "endingOffsets": "latest"}, "batch queries"),
     ],
 )

@@ -128,18 +128,15 @@ def test_command_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     ck = _write_checkpoint(tmp_path / "ck", {0: ['{"a": {"0": 10}}']}, committed=[0])
     seen = {}
 
-    def fake_end_offsets(settings, tps, method=None):  # type: ignore[no-untyped-def]
+    def fake_end_offsets(settings, tps):  # type: ignore[no-untyped-def]
         seen["servers"] = settings.bootstrap_servers
-        seen["method"] = method
         return {tp: 25 for tp in tps}
 
     monkeypatch.setattr(cli, "end_offsets", fake_end_offsets)
     args = ["lag", "--checkpoint", str(ck), "--bootstrap", "127.0.0.1:1"]
-    result = CliRunner().invoke(app, [*args, "--end-offsets-method", "fetch"])
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[1].split() == ["ck", "a", "0", "25", "10", "15", "-"]
-    assert seen == {"servers": "127.0.0.1:1", "method": "fetch"}
-    bad = CliRunner().invoke(app, [*args, "--end-offsets-method", "nope"])
-    assert bad.exit_code == 2
+    assert seen == {"servers": "127.0.0.1:1"}
     missing = CliRunner().invoke(app, ["lag", "--checkpoint", str(tmp_path / "none")])
     assert missing.exit_code == 1 and "not a streaming checkpoint" in missing.output

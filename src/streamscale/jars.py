@@ -1,0 +1,51 @@
+"""Where the JVM jars that ``make setup`` resolves with Maven live.
+
+``jvm/broker/pom.xml`` gives the Apache Kafka broker (``jvm/lib/broker``) and
+``jvm/connector/pom.xml`` Spark's Kafka connector with what Spark does not ship
+(``jvm/lib/connector``). ``STREAMSCALE_JARS_DIR`` points elsewhere (an image that copies them).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+BROKER = "broker"
+CONNECTOR = "connector"
+
+
+class JarsMissingError(RuntimeError):
+    """The jars have not been resolved: ``make setup`` has not run."""
+
+
+def lib_dir() -> Path:
+    """``STREAMSCALE_JARS_DIR``, else ``jvm/lib`` of the source tree this package runs from."""
+    given = os.environ.get("STREAMSCALE_JARS_DIR")
+    if given:
+        return Path(given)
+    return Path(__file__).resolve().parents[2] / "jvm" / "lib"
+
+
+def jars(kind: str) -> list[Path]:
+    """The jars of ``kind`` (:data:`BROKER` or :data:`CONNECTOR`), sorted; a clear error if none."""
+    folder = lib_dir() / kind
+    found = sorted(folder.glob("*.jar"))
+    if not found:
+        raise JarsMissingError(
+            f"no {kind} jars in {folder}: run `make setup` (it resolves them with Maven), "
+            "or set STREAMSCALE_JARS_DIR to a folder holding broker/ and connector/"
+        )
+    return found
+
+
+def classpath(kind: str) -> str:
+    """A Java class path of the jars of ``kind``."""
+    return os.pathsep.join(str(p) for p in jars(kind))
+
+
+def java() -> str:
+    """The ``java`` launcher: ``$JAVA_HOME/bin/java`` when set, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    return "java"
