@@ -17,7 +17,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _kind(pid: str, cmd: str) -> str:
-    if "tansu" in cmd:
+    if "kafka.Kafka" in cmd:
         return "broker"
     if cmd.split(" ")[0].endswith("java"):
         return "spark jvm"

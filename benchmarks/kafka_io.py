@@ -1,38 +1,47 @@
-"""Kafka in and out of PySpark, side by side in one run, on the embedded broker.
+"""Kafka in and out of PySpark, side by side in one run, on the embedded Apache Kafka broker.
 
-    .venv/bin/python benchmarks/kafka_io.py [--records 1000000] [--batch 250000]
+    .venv/bin/python benchmarks/kafka_io.py [--records 1000000] [--batch 250000] [--runs 3]
 
-Prints records/s of (a) a plain confluent-kafka consume loop with librdkafka's defaults and
-(a') the same loop with the reader's fetch setting (the machine's real ceiling),
-(b) the streamscale source into Spark's noop sink, (c) the source into the streamscale Kafka
-sink. (b) and (c) are "steady": batches after the first (which pays for Python worker start).
+Prints records/s, the median of ``--runs`` runs, of:
+(a) a plain confluent-kafka consume loop with librdkafka's defaults, and (a') the same loop
+with the reader's fetch setting (the machine's real ceiling for one Python process);
+(b) Spark's connector (``format("kafka")``) into Spark's noop sink, (b') the project's
+``streamscale-kafka`` source into the noop sink;
+(c) Spark's connector into Spark's Kafka sink, (c') the project's source into its sink.
+Spark paths are "steady": the batches after the first (which pays for start-up), with the
+CPU each process class spent per record over those batches.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTP
-from confluent_kafka.admin import AdminClient, NewTopic
 
 import cpu_use
 from streamscale.kafka import broker as embedded
+from streamscale.kafka.admin import KafkaAdmin, TopicSpec
 from streamscale.kafka.client import producer_config
 from streamscale.settings import Settings
 from streamscale.spark import session
 
 PARTITIONS = 4
+CONNECTOR = "kafka"
+PROJECT = "streamscale-kafka"
 
 
 def create(settings: Settings, *topics: str) -> None:
-    admin = AdminClient(settings.kafka_config())
-    for future in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics]).values():
-        future.result(timeout=15)
+    admin = KafkaAdmin(settings.kafka_config())
+    admin.apply([TopicSpec(t, PARTITIONS) for t in topics])
+    admin.close()
 
 
 def fill(settings: Settings, topic: str, records: int) -> float:
@@ -57,7 +66,11 @@ def plain_consume(settings: Settings, topic: str, records: int, tuned: bool) -> 
     ``fetch.queue.backoff.ms`` (1 s), which caps a fast Python loop near 200k records/s.
     Tuned, the reader's own setting (10 ms): the machine's real ceiling.
     """
-    conf = {**settings.kafka_config(), "group.id": "bench-plain", "enable.auto.commit": False}
+    conf = {
+        **settings.kafka_config(),
+        "group.id": f"bench-plain-{uuid.uuid4().hex[:6]}",
+        "enable.auto.commit": False,
+    }
     if tuned:
         conf["fetch.queue.backoff.ms"] = 10
     consumer = Consumer(conf)
@@ -83,10 +96,14 @@ def steady_rate(query: Any) -> tuple[float, int]:
     return rows / seconds, len(progress)
 
 
-def spark_run(spark: Any, settings: Settings, topic: str, batch: int, sink: str | None) -> Any:
+def spark_run(
+    spark: Any, settings: Settings, source: str, topic: str, batch: int, sink: str | None
+) -> Any:
+    """``source`` (``kafka`` or ``streamscale-kafka``) → noop, or → the same format's sink."""
+    options = settings.kafka_options() if source == CONNECTOR else settings.source_options()
     df = (
-        spark.readStream.format("streamscale-kafka")
-        .options(**settings.source_options())
+        spark.readStream.format(source)
+        .options(**options)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(batch))
@@ -98,8 +115,8 @@ def spark_run(spark: Any, settings: Settings, topic: str, batch: int, sink: str 
     else:
         writer = (
             df.selectExpr("key", "value")
-            .writeStream.format("streamscale-kafka")
-            .options(**settings.source_options())
+            .writeStream.format(source)
+            .options(**options)
             .option("topic", sink)
         )
     query = writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
@@ -107,46 +124,76 @@ def spark_run(spark: Any, settings: Settings, topic: str, batch: int, sink: str 
     return query
 
 
+def median_of(
+    runs: int, measure: Callable[[], tuple[float, str]]
+) -> tuple[float, list[float], str]:
+    """The median rate of ``runs`` measurements, all rates, and the last note."""
+    rates = []
+    note = ""
+    for _ in range(runs):
+        rate, note = measure()
+        rates.append(rate)
+    return statistics.median(rates), rates, note
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=250_000, help="maxOffsetsPerTrigger")
+    parser.add_argument("--runs", type=int, default=3, help="runs per path (median shown)")
     parser.add_argument(
         "--master", default="local[4]", help="Spark master: 2 task slots per core by default"
     )
     args = parser.parse_args()
 
+    rows: list[tuple[str, float, list[float], str]] = []
     with tempfile.TemporaryDirectory() as tmp, embedded.embedded_broker(Path(tmp)) as running:
         settings = Settings(bootstrap_servers=running.bootstrap)
-        create(settings, "bench-in", "bench-out")
+        create(settings, "bench-in")
         produce_rate = fill(settings, "bench-in", args.records)
-        plain = plain_consume(settings, "bench-in", args.records, tuned=False)
-        tuned = plain_consume(settings, "bench-in", args.records, tuned=True)
-        spark = session(Settings(spark_master=args.master, shuffle_partitions=2))
-        cpu = cpu_use.BatchCpu(spark)
-        noop, noop_batches = steady_rate(spark_run(spark, settings, "bench-in", args.batch, None))
-        noop_cpu = cpu.steady()
-        cpu = cpu_use.BatchCpu(spark)
-        kafka, kafka_batches = steady_rate(
-            spark_run(spark, settings, "bench-in", args.batch, "bench-out")
+
+        def plain(tuned: bool) -> Callable[[], tuple[float, str]]:
+            return lambda: (plain_consume(settings, "bench-in", args.records, tuned), "")
+
+        rows.append(("(a) plain confluent-kafka consume", *median_of(args.runs, plain(False))))
+        rows.append(
+            ("(a') same loop, fetch.queue.backoff.ms=10", *median_of(args.runs, plain(True)))
         )
-        kafka_cpu = cpu.steady()
+        spark = session(Settings(spark_master=args.master, shuffle_partitions=2))
+
+        def through_spark(source: str, to_kafka: bool) -> Callable[[], tuple[float, str]]:
+            def measure() -> tuple[float, str]:
+                sink = None
+                if to_kafka:
+                    sink = f"bench-out-{uuid.uuid4().hex[:6]}"
+                    create(settings, sink)
+                cpu = cpu_use.BatchCpu(spark)
+                query = spark_run(spark, settings, source, "bench-in", args.batch, sink)
+                rate, batches = steady_rate(query)
+                return rate, f"{batches} batches; {cpu.steady()}"
+
+            return measure
+
+        paths = [
+            ("(b) Spark's connector -> noop", CONNECTOR, False),
+            ("(b') streamscale-kafka -> noop", PROJECT, False),
+            ("(c) Spark's connector -> Spark's Kafka sink", CONNECTOR, True),
+            ("(c') streamscale-kafka -> its sink", PROJECT, True),
+        ]
+        for name, source, to_kafka in paths:
+            rows.append((name, *median_of(args.runs, through_spark(source, to_kafka))))
         spark.stop()
 
-    print(f"records: {args.records:,} of ~100 bytes on {PARTITIONS} partitions")
+    print(f"records: {args.records:,} of ~100 bytes on {PARTITIONS} partitions, Apache Kafka")
     print(f"(fill: produced at {produce_rate:,.0f} records/s; Spark master {args.master})")
-    rows = [
-        ("(a) plain confluent-kafka consume", plain, "librdkafka defaults"),
-        ("(a') same loop, fetch.queue.backoff.ms=10", tuned, "the machine's ceiling"),
-        ("(b) source -> noop sink (steady)", noop, f"{noop_batches} batches"),
-        ("(c) source -> Kafka sink (steady)", kafka, f"{kafka_batches} batches"),
-    ]
-    header = ("path", "records/s", "vs (a)", "vs (a')")
-    print(f"{header[0]:<44}{header[1]:>12}{header[2]:>9}{header[3]:>9}")
-    for name, rate, note in rows:
-        print(f"{name:<44}{rate:>12,.0f}{rate / plain:>9.2f}{rate / tuned:>9.2f}  {note}")
-    print(f"(b) {noop_cpu}")
-    print(f"(c) {kafka_cpu}")
+    plain_rate, tuned_rate = rows[0][1], rows[1][1]
+    header = ("path", "median/s", "vs (a)", "vs (a')", "runs")
+    print(f"{header[0]:<46}{header[1]:>11}{header[2]:>8}{header[3]:>8}  {header[4]}")
+    for name, rate, rates, _ in rows:
+        runs = ", ".join(f"{r:,.0f}" for r in rates)
+        print(f"{name:<46}{rate:>11,.0f}{rate / plain_rate:>8.2f}{rate / tuned_rate:>8.2f}  {runs}")
+    for name, _, _, note in rows[2:]:
+        print(f"{name.split(')')[0]}) {note}")
 
 
 if __name__ == "__main__":

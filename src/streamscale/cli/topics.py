@@ -22,13 +22,16 @@ def apply(
 ) -> None:
     """Create missing topics with reliable defaults; existing ones are checked, not altered."""
     settings = load_settings(bootstrap_servers=bootstrap)
-    catalog = pipeline_topics(partitions, settings.retention_ms)
+    catalog = pipeline_topics(partitions, settings.retention_ms, settings.replication_factor)
     unknown = sorted(set(pipeline) - set(catalog))
     if unknown:
         typer.echo(f"error: unknown pipeline(s) {unknown}; choose from {sorted(catalog)}", err=True)
         raise typer.Exit(2)
     specs = [s for name in (pipeline or sorted(catalog)) for s in catalog[name]]
-    specs += [TopicSpec(t, partitions, retention_ms=settings.retention_ms) for t in topic]
+    specs += [
+        TopicSpec(t, partitions, settings.replication_factor, retention_ms=settings.retention_ms)
+        for t in topic
+    ]
     admin = KafkaAdmin(settings.kafka_config(), settings.request_timeout_s)
     try:
         report = admin.apply(specs)

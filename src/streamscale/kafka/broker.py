@@ -136,8 +136,12 @@ class Broker:
 
 
 def new_cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding, never starting
+    with ``-`` (a command line would read it as an option; Kafka's ``Uuid`` avoids it too)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 def node_name(node_id: int) -> str:
