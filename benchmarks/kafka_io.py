@@ -32,6 +32,7 @@ from streamscale.kafka.admin import KafkaAdmin, TopicSpec
 from streamscale.kafka.client import producer_config
 from streamscale.settings import Settings
 from streamscale.spark import session
+from streamscale.spark import stop as stop_session
 
 PARTITIONS = 4
 CONNECTOR = "kafka"
@@ -182,7 +183,7 @@ def main() -> None:
         ]
         for name, source, to_kafka in paths:
             rows.append((name, *median_of(args.runs, through_spark(source, to_kafka))))
-        spark.stop()
+        stop_session(spark)
 
     print(f"records: {args.records:,} of ~100 bytes on {PARTITIONS} partitions, Apache Kafka")
     print(f"(fill: produced at {produce_rate:,.0f} records/s; Spark master {args.master})")

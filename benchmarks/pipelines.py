@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/pipelines.py [--purchases 1000000] [--frames 500000]
         [--products 100000] [--batch 500000] [--game-batch 500000] [--skip-quix]
+        [--source auto|kafka|streamscale-kafka]
 
 Fills the topics first (the generators' record builders, seeded), then measures, each
 reading everything from the earliest offset and writing its output to Kafka:
@@ -11,6 +12,10 @@ reading everything from the earliest offset and writing its output to Kafka:
 - (b) the same enrichment in Quix Streams (its own venv ``.venv-quix``, created on first use
   with ``quixstreams==3.28.1``: it pins confluent-kafka and pydantic below this project's);
 - game sessions in Spark over about ``2 × frames`` records (frames and approvals).
+
+``--source`` chooses how both Spark pipelines read Kafka (``auto``: each pipeline's default);
+repeated (``--source kafka --source streamscale-kafka``), each pipeline runs once per value
+in one Spark session, on the same records, so that the readers compare side by side.
 
 Spark figures: "steady" = input rows / trigger time over the batches after the first (which
 pays for Python worker start), "end to end" = input rows / wall time of the whole run. The
@@ -47,6 +52,7 @@ from streamscale.pipelines.game_sessions import GameSessions, GameTopics
 from streamscale.pipelines.purchase_batches import REF_UNKNOWN
 from streamscale.settings import Settings
 from streamscale.spark import session
+from streamscale.spark import stop as stop_session
 
 ROOT = Path(__file__).resolve().parent.parent
 QUIX_VENV = ROOT / ".venv-quix"
@@ -260,7 +266,14 @@ def main() -> None:
         "--game-batch",
         type=int,
         default=500_000,
-        help="game sessions: records per micro-batch (both topics, one co-partitioned source)",
+        help="game sessions: records per micro-batch (both topics, one source)",
+    )
+    parser.add_argument(
+        "--source",
+        choices=("auto", "kafka", "streamscale-kafka"),
+        action="append",
+        help="Kafka reader of both Spark pipelines (auto, the default: each pipeline's own); "
+        "repeat it to run each pipeline once per value, in order, in one Spark session",
     )
     parser.add_argument("--skip-quix", action="store_true")
     parser.add_argument(
@@ -279,6 +292,7 @@ def main() -> None:
     args = parser.parse_args()
 
     rows: list[tuple[str, float, str]] = []
+    game_rows: list[tuple[str, float, str]] = []
     with tempfile.TemporaryDirectory() as tmp, embedded.embedded_broker(Path(tmp) / "b") as b:
         settings = Settings(
             bootstrap_servers=b.bootstrap,
@@ -325,24 +339,41 @@ def main() -> None:
         spark = session(settings, app_name="bench-pipelines", extra_conf=extra)
         ckpt = Path(tmp) / "ckpt"
         en: dict[str, float] = {}
-        if not args.skip_enrichment:
-            enrichment = Enrichment(settings, str(ckpt / "enrichment"), et)
+        sources = args.source or ["auto"]
+        for i, choice in enumerate([] if args.skip_enrichment else sources):
+            source = None if choice == "auto" else choice
+            enrichment = Enrichment(settings, str(ckpt / f"enrichment-{i}"), et, source)
+            print(f"enrichment reads with {enrichment.source}", flush=True)
             query, wall = run_spark(spark, enrichment)
             en = spark_rates(query, wall)
             # Restart cost: a fresh pipeline object rebuilds the table from the compacted topic.
             began = time.perf_counter()
-            again = Enrichment(settings, str(ckpt / "enrichment"), et)
+            again = Enrichment(settings, str(ckpt / f"enrichment-{i}"), et, source)
             again._rebuild(spark, int(query.lastProgress.batchId) + 1)
             en["rebuild_s"] = time.perf_counter() - began
             en["products"] = len(again.table.names)
             # After the first batch (which holds the whole referential) batches are purchases.
-            rows.append(("enrichment, Spark (steady)", en["steady"], "purchases/s, batches 2+"))
-            rows.append(("enrichment, Spark (end to end)", en["end_to_end"], f"{wall:.1f} s wall"))
+            rows.append(
+                (
+                    "enrichment, Spark (steady)",
+                    en["steady"],
+                    f"purchases/s, batches 2+, {enrichment.source}",
+                )
+            )
+            rows.append(
+                (
+                    "enrichment, Spark (end to end)",
+                    en["end_to_end"],
+                    f"{wall:.1f} s wall, {enrichment.source}",
+                )
+            )
 
         gs: dict[str, float] = {}
-        if not args.skip_games:
-            game_settings = settings.model_copy(update={"max_offsets_per_trigger": args.game_batch})
-            pipeline = GameSessions(game_settings, str(ckpt / "sessions"), gt)
+        game_settings = settings.model_copy(update={"max_offsets_per_trigger": args.game_batch})
+        for i, choice in enumerate([] if args.skip_games else sources):
+            source = None if choice == "auto" else choice
+            pipeline = GameSessions(game_settings, str(ckpt / f"sessions-{i}"), gt, source)
+            print(f"game sessions read with {pipeline.source}", flush=True)
             games, wall_g = run_spark(spark, pipeline)
             gs = spark_rates(games, wall_g)
             totals: dict[str, int] = {}
@@ -359,7 +390,17 @@ def main() -> None:
                 f" sessions closed {totals['sessions.closed']}, open {last['now.open_sessions']}",
                 flush=True,
             )
-        spark.stop()
+            game_rows.append(
+                ("game sessions, Spark (steady)", gs["steady"], f"records/s, {pipeline.source}")
+            )
+            game_rows.append(
+                (
+                    "game sessions, Spark (end to end)",
+                    gs["end_to_end"],
+                    f"{wall_g:.1f} s wall, {pipeline.source}",
+                )
+            )
+        stop_session(spark)
 
         quix = None
         if not args.skip_enrichment:
@@ -369,9 +410,7 @@ def main() -> None:
                 quix = quix_enrichment(settings, et, outputs[1], n_pur)
                 rows.append(("(b) enrichment, Quix Streams", quix, QUIX_VERSION))
         frame_share = frames.stats.frames / max(1, n_frm)
-        if gs:
-            rows.append(("game sessions, Spark (steady)", gs["steady"], "frame + approval/s"))
-            rows.append(("game sessions, Spark (end to end)", gs["end_to_end"], "all batches"))
+        rows.extend(game_rows)
 
     print(f"\n{'path':<42}{'records/s':>12}  note")
     for name, rate, note in rows:

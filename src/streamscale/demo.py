@@ -109,7 +109,7 @@ class DemoOptions:
     pipeline: str = GAME_SESSIONS
     profile: str | None = None
     rate: float = 800.0
-    burst: int = 60_000
+    burst: int = 200_000
     report_dir: Path = Path("streamscale-report")
     data_dir: Path | None = None
     metrics_port: int = 9464
@@ -290,6 +290,7 @@ def _experiment(
     from streamscale.lag import start_monitor
     from streamscale.pipelines.runner import make_pipeline, trigger_for
     from streamscale.spark import session
+    from streamscale.spark import stop as stop_session
 
     say = _Say(began, console)
     say(f"broker at {running_broker.bootstrap}")
@@ -322,7 +323,7 @@ def _experiment(
         "spark.executor.extraJavaOptions": LEAN_JVM,
     }
     spark = session(settings, app_name="streamscale-demo", extra_conf=conf)
-    stack.callback(spark.stop)
+    stack.callback(stop_session, spark)
     monitor = start_monitor(spark, port=options.metrics_port)
     say(f"Spark application up; metrics at {monitor.server.url if monitor.server else '-'}")
     stack.callback(monitor.stop)
@@ -339,7 +340,13 @@ def _experiment(
         decision_log=options.report_dir / "decisions.jsonl",
     )
     controller = start_autoscaler(
-        spark, pipeline.name, monitor.tracker, autoscale, on_decision=decisions.append
+        spark,
+        pipeline.name,
+        monitor.tracker,
+        autoscale,
+        trigger_interval_s=settings.trigger_interval_s,
+        max_records_per_trigger=settings.max_offsets_per_trigger,
+        on_decision=decisions.append,
     )
     stack.callback(controller.stop)
     warm = threading.Thread(target=_warm_up, args=(spark,), name="warm-up", daemon=True)

@@ -17,6 +17,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"]
+KafkaSource = Literal["kafka", "streamscale-kafka"]
+"""A Kafka reader of Spark: its own connector, or the project's Python source."""
+
+_LOGIN_MODULES: dict[str, str] = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
 
 
 class Settings(BaseSettings):
@@ -39,6 +47,12 @@ class Settings(BaseSettings):
     sasl_password: SecretStr | None = Field(None, description="SASL password (secret)")
     ssl_ca_location: str | None = Field(None, description="CA certificate file for SSL")
     request_timeout_s: float = Field(30.0, gt=0, description="Kafka admin/metadata timeout")
+    kafka_source: Literal["auto", "kafka", "streamscale-kafka"] = Field(
+        "auto",
+        description="How pipelines read Kafka: kafka (Spark's connector), streamscale-kafka "
+        "(the project's Python source) or auto (each pipeline's default, the one measured "
+        "faster end to end for it)",
+    )
 
     # Topics
     replication_factor: int | None = Field(
@@ -150,6 +164,45 @@ class Settings(BaseSettings):
     def source_options(self) -> dict[str, str]:
         """Options of the ``streamscale-kafka`` source and sink (``kafka.*`` plus our own)."""
         opts = {f"kafka.{k}": v for k, v in self.kafka_config().items()}
+        opts.update(self._read_limits())
+        return opts
+
+    def kafka_options(self) -> dict[str, str]:
+        """Options of Spark's connector (``format("kafka")``) from the same connection settings
+        (secrets revealed: only for handing to the client).
+
+        Credentials become a ``sasl.jaas.config`` for PLAIN and SCRAM; OAUTHBEARER and GSSAPI
+        need a JAAS configuration of the JVM's own (``java.security.auth.login.config``). The
+        CA file is read as a PEM trust store.
+        """
+        opts = {
+            "kafka.bootstrap.servers": self.bootstrap_servers,
+            "kafka.security.protocol": self.security_protocol,
+        }
+        if self.sasl_mechanism:
+            opts["kafka.sasl.mechanism"] = self.sasl_mechanism
+            module = _LOGIN_MODULES.get(self.sasl_mechanism)
+            if module and self.sasl_username is not None and self.sasl_password is not None:
+                opts["kafka.sasl.jaas.config"] = jaas_config(
+                    module, self.sasl_username, self.sasl_password.get_secret_value()
+                )
+        if self.ssl_ca_location:
+            opts["kafka.ssl.truststore.type"] = "PEM"
+            opts["kafka.ssl.truststore.location"] = self.ssl_ca_location
+        opts.update(self._read_limits())
+        return opts
+
+    def reader_options(self, source: KafkaSource) -> dict[str, str]:
+        """The connection and read-limit options of ``source``."""
+        return self.kafka_options() if source == "kafka" else self.source_options()
+
+    def source_for(self, default: KafkaSource) -> KafkaSource:
+        """The source a pipeline reads with: :attr:`kafka_source`, or for ``auto`` the
+        pipeline's own ``default``."""
+        return default if self.kafka_source == "auto" else self.kafka_source
+
+    def _read_limits(self) -> dict[str, str]:
+        opts = {}
         if self.max_offsets_per_trigger is not None:
             opts["maxOffsetsPerTrigger"] = str(self.max_offsets_per_trigger)
         if self.min_partitions is not None:
@@ -186,6 +239,18 @@ class Settings(BaseSettings):
             out["kafka.sasl.password"] = "**********"
         out.update(self.spark_conf())
         return out
+
+
+def jaas_config(module: str, username: str, password: str) -> str:
+    """A one-line JAAS configuration of ``module`` with the credentials quoted and escaped as
+    Kafka's parser (a ``StreamTokenizer``) reads them back."""
+
+    def quoted(value: str) -> str:
+        for char, escaped in (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r")):
+            value = value.replace(char, escaped)
+        return f'"{value}"'
+
+    return f"{module} required username={quoted(username)} password={quoted(password)};"
 
 
 def load_settings(config: Path | None = None, **overrides: Any) -> Settings:

@@ -13,6 +13,15 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+LOOPBACK = "127.0.0.1"
+
+
+def _on_this_machine(master: str) -> bool:
+    return master.startswith("local") or any(
+        f"//{host}:" in master for host in (LOOPBACK, "localhost")
+    )
+
+
 def python_env() -> dict[str, str]:
     """Spark's Python workers must run this interpreter (the venv's), or pyarrow is missing."""
     return {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
@@ -24,7 +33,9 @@ def session(
     extra_conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """A SparkSession configured from ``settings``, with Spark's Kafka connector on the class
-    path and the ``streamscale-kafka`` data source registered."""
+    path, the ``streamscale-kafka`` data source registered, and the processed offsets of every
+    streaming query committed to its Kafka consumer group (:func:`~streamscale.kafka.commits.
+    commit_offsets`, with ``settings``' connection for sources on that cluster)."""
     from pyspark.sql import SparkSession
 
     from streamscale import jars
@@ -48,11 +59,30 @@ def session(
         "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
         **(extra_conf or {}),
     }
+    if _on_this_machine(settings.spark_master):
+        # A local or loopback cluster: the driver listens on loopback only, never on the
+        # machine's other addresses.
+        conf = {"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK, **conf}
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     from streamscale.kafka import register
+    from streamscale.kafka.commits import commit_offsets
 
     register(spark)
+    commit_offsets(spark, settings.kafka_config())
     return spark
+
+
+def stop(spark: SparkSession) -> None:
+    """Stop ``spark`` after its group committer has committed what its queries processed
+    (bounded wait) and closed its Kafka clients."""
+    from streamscale.kafka.commits import group_committer
+
+    committer = group_committer(spark)
+    try:
+        if committer is not None:
+            committer.close()
+    finally:
+        spark.stop()

@@ -36,17 +36,17 @@ def settings(broker: embedded.Broker) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from streamscale.spark import session
+def spark(tmp_path_factory: pytest.TempPathFactory, broker: embedded.Broker) -> Iterator[Any]:
+    from streamscale.spark import session, stop
 
     warehouse = tmp_path_factory.mktemp("warehouse")
     spark = session(
-        Settings(spark_master="local[2]", shuffle_partitions=2),
+        Settings(bootstrap_servers=broker.bootstrap, spark_master="local[2]", shuffle_partitions=2),
         app_name="streamscale-tests",
         extra_conf={"spark.sql.warehouse.dir": str(warehouse)},
     )
     yield spark
-    spark.stop()
+    stop(spark)
 
 
 @pytest.fixture
@@ -59,7 +59,10 @@ def topic_factory(settings: Settings) -> Iterator[Callable[..., str]]:
 
     def create(partitions: int = 1, prefix: str = "t", config: dict[str, str] | None = None) -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-        spec = TopicSpec(name, partitions, replication_factor=1, configs=config or {})
+        # No retention: tests produce records with fixed timestamps (2026-01-01), which a
+        # time-based retention would delete while a test reads them.
+        configs = {"retention.ms": "-1", **(config or {})}
+        spec = TopicSpec(name, partitions, replication_factor=1, configs=configs)
         admin.apply([spec])
         return name
 

@@ -84,3 +84,126 @@ def test_rocksdb_state_store_does_not_count_rows() -> None:
     assert "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows" not in (
         Settings(state_store="hdfs").spark_conf()
     )
+
+
+PLAIN_JAAS = "org.apache.kafka.common.security.plain.PlainLoginModule required"
+SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        (
+            {"bootstrap_servers": "k:9092"},
+            {"kafka.bootstrap.servers": "k:9092", "kafka.security.protocol": "PLAINTEXT"},
+        ),
+        (
+            {"bootstrap_servers": "k:9092", "max_offsets_per_trigger": 500, "min_partitions": 8},
+            {
+                "kafka.bootstrap.servers": "k:9092",
+                "kafka.security.protocol": "PLAINTEXT",
+                "maxOffsetsPerTrigger": "500",
+                "minPartitions": "8",
+            },
+        ),
+        (
+            {
+                "bootstrap_servers": "k:9093",
+                "security_protocol": "SASL_PLAINTEXT",
+                "sasl_mechanism": "PLAIN",
+                "sasl_username": "app",
+                "sasl_password": "s3cret",
+            },
+            {
+                "kafka.bootstrap.servers": "k:9093",
+                "kafka.security.protocol": "SASL_PLAINTEXT",
+                "kafka.sasl.mechanism": "PLAIN",
+                "kafka.sasl.jaas.config": f'{PLAIN_JAAS} username="app" password="s3cret";',
+            },
+        ),
+        (
+            {
+                "bootstrap_servers": "k:9093",
+                "security_protocol": "SASL_SSL",
+                "sasl_mechanism": "SCRAM-SHA-512",
+                "sasl_username": "app",
+                "sasl_password": 'p"a\\ss',
+                "ssl_ca_location": "/etc/ca.pem",
+            },
+            {
+                "kafka.bootstrap.servers": "k:9093",
+                "kafka.security.protocol": "SASL_SSL",
+                "kafka.sasl.mechanism": "SCRAM-SHA-512",
+                # quotes and backslashes escaped as the JAAS parser reads them
+                "kafka.sasl.jaas.config": f'{SCRAM_JAAS} username="app" password="p\\"a\\\\ss";',
+                "kafka.ssl.truststore.type": "PEM",
+                "kafka.ssl.truststore.location": "/etc/ca.pem",
+            },
+        ),
+        (
+            {
+                "bootstrap_servers": "k:9093",
+                "security_protocol": "SASL_SSL",
+                "sasl_mechanism": "SCRAM-SHA-256",
+                "sasl_username": "a",
+                "sasl_password": "b",
+            },
+            {
+                "kafka.bootstrap.servers": "k:9093",
+                "kafka.security.protocol": "SASL_SSL",
+                "kafka.sasl.mechanism": "SCRAM-SHA-256",
+                "kafka.sasl.jaas.config": f'{SCRAM_JAAS} username="a" password="b";',
+            },
+        ),
+        (
+            {"bootstrap_servers": "k:9093", "security_protocol": "SSL", "ssl_ca_location": "ca"},
+            {
+                "kafka.bootstrap.servers": "k:9093",
+                "kafka.security.protocol": "SSL",
+                "kafka.ssl.truststore.type": "PEM",
+                "kafka.ssl.truststore.location": "ca",
+            },
+        ),
+        (
+            # the JVM's own JAAS configuration provides OAUTHBEARER's login
+            {
+                "bootstrap_servers": "k:9093",
+                "security_protocol": "SASL_SSL",
+                "sasl_mechanism": "OAUTHBEARER",
+            },
+            {
+                "kafka.bootstrap.servers": "k:9093",
+                "kafka.security.protocol": "SASL_SSL",
+                "kafka.sasl.mechanism": "OAUTHBEARER",
+            },
+        ),
+    ],
+)
+def test_spark_connector_options_from_the_connection_settings(
+    kwargs: dict[str, object], expected: dict[str, str]
+) -> None:
+    settings = Settings(**kwargs)  # type: ignore[arg-type]
+    assert settings.kafka_options() == expected
+    assert settings.reader_options("kafka") == expected
+    assert settings.reader_options("streamscale-kafka") == settings.source_options()
+
+
+@pytest.mark.parametrize(
+    ("choice", "default", "expected"),
+    [
+        ("auto", "kafka", "kafka"),
+        ("auto", "streamscale-kafka", "streamscale-kafka"),
+        ("kafka", "streamscale-kafka", "kafka"),
+        ("streamscale-kafka", "kafka", "streamscale-kafka"),
+    ],
+)
+def test_kafka_source_auto_is_the_pipeline_default(
+    choice: str, default: str, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STREAMSCALE_KAFKA_SOURCE", choice)
+    assert Settings().source_for(default) == expected  # type: ignore[arg-type]
+
+
+def test_kafka_source_refuses_an_unknown_reader() -> None:
+    with pytest.raises(ValidationError, match="'auto', 'kafka' or 'streamscale-kafka'"):
+        Settings(kafka_source="spark")  # type: ignore[arg-type]

@@ -5,7 +5,12 @@ one query (no Kafka round trip), turns it into the policy's :class:`Observation`
 same :func:`~streamscale.autoscale.policy.decide` the simulator uses, applies the result through
 an :class:`~streamscale.autoscale.actuator.Actuator`, and records every decision — holds
 included — as one JSON line and in the metrics (``streamscale_executors{state}``,
-``streamscale_scaling_decisions_total{direction,reason}``).
+``streamscale_scaling_decisions_total{direction,reason}``, and the capacity estimate as
+``streamscale_batch_fixed_cost_seconds`` and ``streamscale_executor_records_per_second``).
+
+Each record carries the capacity estimate of its step (fixed cost per batch, records/s per
+executor, and how they were obtained) and the micro-batches completed since the previous
+record, so that ``streamscale simulate --calibrate`` can fit the simulator to a real run.
 """
 
 from __future__ import annotations
@@ -27,7 +32,6 @@ from streamscale.autoscale.policy import (
     PolicyConfig,
     PolicyState,
     decide,
-    executor_rate,
 )
 
 log = logging.getLogger(__name__)
@@ -42,6 +46,10 @@ class SnapshotSource(Protocol):
 
     def set_executors(
         self, query: str, *, target: int | None = None, running: int | None = None
+    ) -> None: ...
+
+    def set_capacity(
+        self, query: str, *, fixed_cost_s: float | None, executor_rate: float | None
     ) -> None: ...
 
     def count_decision(self, direction: str, reason: str, n: int = 1) -> None: ...
@@ -64,11 +72,21 @@ class DecisionRecord:
     max_time_lag_s: float | None = None
     input_rate: float | None = None
     processed_rate: float | None = None
+    fixed_cost_s: float | None = None
+    """Fitted fixed cost of one micro-batch (seconds)."""
     executor_rate: float | None = None
+    """Fitted records/s of one executor, net of the fixed cost."""
+    capacity_method: str | None = None
+    """fit | remembered | lower_bound | unknown (see ``capacity.CapacityMethod``)."""
+    capacity_note: str | None = None
+    """Why the capacity is what it is (e.g. why it could not be fitted)."""
     metrics_age_s: float | None = None
     policy_target: float | None = None
     killed: tuple[str, ...] = ()
     error: str | None = None
+    batches: tuple[tuple[int, float, float, int, int], ...] = ()
+    """Batches completed since the previous record: ``(id, started, busy s, records,
+    executors)``, times in seconds since the epoch."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -106,7 +124,8 @@ def observation(
         input_rate=snapshot.input_rate,
         processed_rate=snapshot.processed_rate,
         batches=tuple(
-            BatchSample(b.records, b.busy_s, executors.get(b.batch_id)) for b in snapshot.batches
+            BatchSample(b.records, b.busy_s, executors.get(b.batch_id), b.wall_time - b.busy_s)
+            for b in snapshot.batches
         ),
         metrics_age_s=snapshot.age_s,
         time_lag_s=snapshot.max_time_lag_s,
@@ -143,6 +162,7 @@ class Controller:
         self.requested_at: float | None = None
         self.records: list[DecisionRecord] = []
         self._batch_executors: dict[int, int] = {}
+        self._logged_batch = -1
         self._partitions = self.config.max_executors * self.config.executor_cores
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -210,7 +230,15 @@ class Controller:
         result: ApplyResult | None,
     ) -> DecisionRecord:
         outcome = "held" if result is None else ("applied" if result.ok else "failed")
-        tasks_cap = max(1, obs.tasks)
+        capacity = decision.capacity
+        batches = []
+        for b in () if snapshot is None else snapshot.batches:
+            if b.batch_id > self._logged_batch:
+                executors = self._batch_executors.get(b.batch_id, running)
+                started = round(b.wall_time - b.busy_s, 3)
+                batches.append((b.batch_id, started, round(b.busy_s, 3), b.records, executors))
+        if batches:
+            self._logged_batch = max(b[0] for b in batches)
         return DecisionRecord(
             time=round(now, 3),
             query=self.query,
@@ -224,11 +252,15 @@ class Controller:
             max_time_lag_s=None if snapshot is None else round(snapshot.max_time_lag_s, 3),
             input_rate=None if snapshot is None else round(snapshot.input_rate, 1),
             processed_rate=None if snapshot is None else round(snapshot.processed_rate, 1),
-            executor_rate=_round(executor_rate(obs, tasks_cap)),
+            fixed_cost_s=None if capacity is None else _round(capacity.fixed_cost_s),
+            executor_rate=None if capacity is None else _round(capacity.rate),
+            capacity_method=None if capacity is None else str(capacity.method),
+            capacity_note=None if capacity is None else capacity.note or None,
             metrics_age_s=_round(obs.metrics_age_s),
             policy_target=_round(decision.target),
             killed=() if result is None else result.killed,
             error=None if result is None else result.error,
+            batches=tuple(batches),
         )
 
     def _emit(self, record: DecisionRecord) -> None:
@@ -237,6 +269,9 @@ class Controller:
             self.query,
             target=self.target if self.target is not None else record.running,
             running=record.running,
+        )
+        self.tracker.set_capacity(
+            self.query, fixed_cost_s=record.fixed_cost_s, executor_rate=record.executor_rate
         )
         self.tracker.count_decision(record.direction, record.reason)
         if record.outcome != "held":

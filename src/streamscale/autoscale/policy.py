@@ -5,12 +5,20 @@ Two policies share one set of safety rules:
 - ``lag`` — the HPA/KEDA baseline the seed system used: desired = ceil(total lag / lag
   threshold), skipped when the ratio to the current count is within the tolerance (0.1, as the
   HPA does).
-- ``rate`` (default) — DS2 / Flink-autoscaler style: the *true* processing rate of one executor
-  is measured as processed records / busy time over recent micro-batches; the capacity needed
-  is ``input rate / target utilization + backlog / catch-up duration``, plus, when a rescale
-  would happen, the records that pile up while it happens (executor start and state-reload
-  pause, measured on the cluster and passed in the config); desired = ceil(capacity / rate per
-  executor).
+- ``rate`` (default) — DS2 / Flink-autoscaler style, for micro-batches: the capacity of one
+  executor is a fixed cost per batch plus a rate for its records, fitted over recent batches of
+  different sizes (:mod:`~streamscale.autoscale.capacity`); the load to carry is
+  ``input rate / target utilization + backlog / catch-up duration``, plus, when a rescale would
+  happen, the records that pile up while it happens (executor start and state-reload pause,
+  measured on the cluster and passed in the config); the catch-up duration is ``catch_up_s``
+  unless the time lag is predicted to pass ``urgent_time_lag_s`` at the current throughput
+  (:func:`catch_up_seconds`: a burst one executor cannot absorb in time); desired is the
+  executor count whose batches carry that load within a cycle of at least the trigger
+  interval, within the batch limit (``maxOffsetsPerTrigger``), each batch paying its fixed cost
+  (:func:`~streamscale.autoscale.capacity.executors_needed`). A small batch at lag 0 is no sign
+  of saturation: while the batches cannot be fitted (too few, all of about the same size) and
+  no earlier fit is remembered, the policy holds — unless the backlog is urgent (below), where
+  it sizes on a lower bound of the rate.
 
 Shared rules, applied in this order (each yields one :class:`Reason`):
 
@@ -22,14 +30,23 @@ Shared rules, applied in this order (each yields one :class:`Reason`):
    it restarts the no-backlog clock;
 3. executors already requested and not yet running hold the count (their effect is not yet
    measurable; asking again would overshoot);
-4. a change within the tolerance is skipped; ``rate`` scales up to the smallest count the
+4. warm-up: no decision until ``warmup_batches`` batches have started after the query's start
+   or after the executor set last changed (Flink's stabilization interval, counted in
+   batches); an idle query (no input, no lag) runs no batch and needs none;
+5. a change within the tolerance is skipped; ``rate`` scales up to the smallest count the
    tolerance then keeps, and down to a plain ceil (a little headroom, so that measurement
    noise cannot flip it straight back);
-5. scale-up happens at once, by at most ``max_up_factor``, but not within the stabilization
+6. scale-up happens at once, by at most ``max_up_factor``, but not within the stabilization
    window after a scale-down (no reversal);
-6. scale-down needs no backlog, a full stabilization window without backlog and without any
+7. scale-down needs no backlog, a full stabilization window without backlog and without any
    other change, and removes at most ``scale_down_max_factor`` of the executors (Flink's
-   ``scale-down.max-factor`` semantics: 0.6 keeps at least ``ceil(0.4 × current)``).
+   ``scale-down.max-factor`` semantics: 0.6 keeps at least ``ceil(0.4 × current)``); never
+   within the window after a scale-up (no reversal).
+
+One exception, the urgent backlog: when the time lag exceeds ``urgent_time_lag_s`` (default
+30 s, the latency objective), a scale-up after a scale-down is allowed inside the window and
+the warm-up (the scale-down was a mistake; waiting costs the objective), as
+``scale_up_urgent``.
 
 The production controller and the simulator both call :func:`decide`, so what the benchmark
 measures is the code that runs.
@@ -40,6 +57,28 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+
+from streamscale.autoscale import capacity as cap
+from streamscale.autoscale.capacity import BatchSample, Capacity, CapacityMethod
+
+__all__ = [
+    "BatchSample",
+    "Capacity",
+    "CapacityMethod",
+    "Decision",
+    "Observation",
+    "PolicyConfig",
+    "PolicyKind",
+    "PolicyState",
+    "Reason",
+    "catch_up_seconds",
+    "decide",
+    "has_backlog",
+    "measure_capacity",
+    "upper_bound",
+    "urgent_backlog",
+    "usable_executors",
+]
 
 
 class PolicyKind(StrEnum):
@@ -54,6 +93,7 @@ class Reason(StrEnum):
 
     SCALE_UP_BACKLOG = "scale_up_backlog"
     SCALE_UP_RATE = "scale_up_rate"
+    SCALE_UP_URGENT = "scale_up_urgent"
     SCALE_DOWN_IDLE = "scale_down_idle"
     BOUNDED_MIN = "bounded_min"
     BOUNDED_MAX = "bounded_max"
@@ -61,6 +101,7 @@ class Reason(StrEnum):
     HOLD_STALE_METRICS = "hold_stale_metrics"
     HOLD_UNMEASURED_RATE = "hold_unmeasured_rate"
     HOLD_SCALING_IN_PROGRESS = "hold_scaling_in_progress"
+    HOLD_WARMING_UP = "hold_warming_up"
     HOLD_WITHIN_TOLERANCE = "hold_within_tolerance"
     HOLD_BACKLOG_DRAINING = "hold_backlog_draining"
     HOLD_STABILIZING = "hold_stabilizing"
@@ -95,13 +136,25 @@ class PolicyConfig:
     lag_threshold: float = 10_000.0
     """Records of lag one executor is expected to carry (HPA ``targetAverageValue``)."""
     # rate policy
-    target_utilization: float = 0.7
+    target_utilization: float = 0.9
+    """Records rate one executor is sized to carry, as a fraction of its fitted rate (Flink
+    uses 0.7 for continuous operators; a micro-batch query has a second margin, the cycle
+    budget, and overload lengthens its batches, which amortizes their fixed cost)."""
     catch_up_s: float = 300.0
     """A backlog is to be drained within this duration."""
     scale_up_delay_s: float = 13.0
     """Measured: executor request → first task on it (standalone: ~3 s + ~10 s Python start)."""
     restart_pause_s: float = 5.0
     """Measured: processing pause while state reloads after the executor set changes."""
+    trigger_interval_s: float = 1.0
+    """The query's processing-time trigger (0: batches back to back)."""
+    max_records_per_trigger: int | None = None
+    """The query's batch limit (``maxOffsetsPerTrigger``); None: unlimited."""
+    # both policies
+    warmup_batches: int = 3
+    """Batches to complete after start or after the executor set changes before deciding."""
+    urgent_time_lag_s: float = 30.0
+    """Time lag past which a backlog overrides the window and warm-up after a scale-down."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -120,20 +173,17 @@ class PolicyConfig:
             (self.catch_up_s > 0, "catch_up_s must be > 0"),
             (self.scale_up_delay_s >= 0, "scale_up_delay_s must be >= 0"),
             (self.restart_pause_s >= 0, "restart_pause_s must be >= 0"),
+            (self.trigger_interval_s >= 0, "trigger_interval_s must be >= 0"),
+            (
+                self.max_records_per_trigger is None or self.max_records_per_trigger > 0,
+                "max_records_per_trigger must be > 0",
+            ),
+            (self.warmup_batches >= 0, "warmup_batches must be >= 0"),
+            (self.urgent_time_lag_s > 0, "urgent_time_lag_s must be > 0"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
-
-
-@dataclass(frozen=True)
-class BatchSample:
-    """One completed micro-batch: records processed and the time spent processing them."""
-
-    records: int
-    busy_s: float
-    executors: int | None = None
-    """Executors that ran the batch (None: the observation's current count)."""
 
 
 @dataclass(frozen=True)
@@ -188,6 +238,12 @@ class PolicyState:
     """+1 after a scale-up, -1 after a scale-down, 0 before any change."""
     clear_since_s: float | None = None
     """Since when fresh metrics have shown no backlog (None: backlog or unknown)."""
+    running: int | None = None
+    """Executors running at the previous observation (None: none yet)."""
+    stable_since_s: float | None = None
+    """Since when the executor set has not changed (None: since the query started)."""
+    capacity: Capacity | None = None
+    """The last capacity fitted on the batches (kept while later batches cannot be fitted)."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +255,8 @@ class Decision:
     reason: Reason
     current: int
     target: float | None = field(default=None, compare=False)
+    capacity: Capacity | None = field(default=None, compare=False)
+    """The capacity estimate of this step (both policies; only ``rate`` sizes with it)."""
 
     @property
     def direction(self) -> int:
@@ -206,10 +264,46 @@ class Decision:
         return (self.desired > self.current) - (self.desired < self.current)
 
 
+def usable_executors(config: PolicyConfig, obs: Observation) -> int:
+    """Executors that get tasks (tasks per batch / cores per executor): more idle."""
+    return max(1, math.ceil(obs.tasks / config.executor_cores))
+
+
 def upper_bound(config: PolicyConfig, obs: Observation) -> int:
     """Largest useful count: ``max_executors`` capped by tasks per batch, never below min."""
-    usable = math.ceil(obs.tasks / config.executor_cores)
-    return max(config.min_executors, min(config.max_executors, usable))
+    return max(config.min_executors, min(config.max_executors, usable_executors(config, obs)))
+
+
+def has_backlog(config: PolicyConfig, obs: Observation) -> bool:
+    """Lag beyond in-flight work: more than ``backlog_tolerance_s`` of input (and the floor)."""
+    allowed = config.backlog_min_records + obs.input_rate * config.backlog_tolerance_s
+    return obs.total_lag > allowed
+
+
+def urgent_backlog(config: PolicyConfig, obs: Observation) -> bool:
+    """A backlog whose time lag exceeds ``urgent_time_lag_s`` (when the time lag is unknown:
+    a records lag above that many seconds of input, and the floor)."""
+    if not has_backlog(config, obs):
+        return False
+    if obs.time_lag_s is not None:
+        return obs.time_lag_s > config.urgent_time_lag_s
+    allowed = config.backlog_min_records + obs.input_rate * config.urgent_time_lag_s
+    return obs.total_lag > allowed
+
+
+def measure_capacity(
+    config: PolicyConfig, obs: Observation, remembered: Capacity | None = None
+) -> Capacity:
+    """The capacity fitted on ``obs.batches``, else ``remembered`` (as such), else the fit's
+    verdict of why not (method ``unknown``, fixed cost alone when only that is measurable)."""
+    fitted = cap.fit(
+        obs.batches, executors_now=obs.executors, tasks_cap=usable_executors(config, obs)
+    )
+    if fitted.known:
+        return replace(fitted, fitted_s=obs.now_s)
+    if remembered is not None and remembered.known:
+        return replace(remembered, method=CapacityMethod.REMEMBERED)
+    return fitted
 
 
 def _metrics_problem(config: PolicyConfig, obs: Observation) -> Reason | None:
@@ -223,42 +317,82 @@ def _metrics_problem(config: PolicyConfig, obs: Observation) -> Reason | None:
     return None
 
 
-def has_backlog(config: PolicyConfig, obs: Observation) -> bool:
-    """Lag beyond in-flight work: more than ``backlog_tolerance_s`` of input (and the floor)."""
-    allowed = config.backlog_min_records + obs.input_rate * config.backlog_tolerance_s
-    return obs.total_lag > allowed
+def _warm(config: PolicyConfig, stable_since: float | None, obs: Observation) -> bool:
+    """Enough batches since the executor set last changed (or an idle query)."""
+    if obs.total_lag == 0 and obs.input_rate == 0:
+        return True
+    if stable_since is None:
+        count = len(obs.batches)
+    else:
+        count = sum(
+            1 for b in obs.batches if b.started_s is not None and b.started_s >= stable_since
+        )
+    return count >= config.warmup_batches
 
 
-def executor_rate(obs: Observation, tasks_cap: int) -> float | None:
-    """True processing rate of one executor, records/s of busy time (None: not measurable).
+def catch_up_seconds(config: PolicyConfig, obs: Observation, capacity: Capacity) -> float:
+    """Within how long the backlog is to be drained: ``catch_up_s``, unless the time lag is
+    predicted to pass ``urgent_time_lag_s`` — then what is left until that bound once new
+    executors would run (at least 1 s): records drained later would be older than it.
 
-    Sum of records over sum of busy executor-seconds, executors capped at the usable count.
-    Empty batches are skipped: their fixed overhead says nothing about throughput.
+    The prediction, with the current executors' throughput ``Θ`` (:func:`capacity.throughput`),
+    the backlog ``L`` beyond in-flight work, the time lag ``τ`` and a scale-up delay ``R``
+    (start and pause). When ``Θ`` exceeds the input ``λ``, the backlog drains in ``L / Θ``:
+    if its records arrived at the input rate over ``τ`` (``L ≈ λτ``, a sustained overload),
+    the last of them waits ``L / Θ`` and the oldest ``τ``; if they arrived at once (a burst,
+    ``L ≫ λτ``), the last waits ``τ + L / Θ``. Between the two:
+    ``max(τ, L / Θ + τ × max(0, 1 − λτ / L))``. When ``Θ`` does not exceed the input, the time
+    lag grows at ``1 − Θ / λ`` until new executors run: ``τ + R × (1 − Θ / λ)``.
     """
-    records = 0
-    busy = 0.0
-    for batch in obs.batches:
-        executors = obs.executors if batch.executors is None else batch.executors
-        executors = min(executors, tasks_cap)
-        if batch.records <= 0 or batch.busy_s <= 0 or executors <= 0:
-            continue
-        if not math.isfinite(batch.busy_s):
-            continue
-        records += batch.records
-        busy += batch.busy_s * executors
-    if records == 0 or busy <= 0:
-        return None
-    return records / busy
+    if not has_backlog(config, obs) or not capacity.known:
+        return config.catch_up_s
+    throughput = cap.throughput(
+        min(obs.executors, usable_executors(config, obs)),
+        capacity,
+        trigger_interval_s=config.trigger_interval_s,
+        max_records_per_trigger=config.max_records_per_trigger,
+    )
+    lag = obs.time_lag_s if obs.time_lag_s is not None and math.isfinite(obs.time_lag_s) else 0.0
+    reaction = config.scale_up_delay_s + config.restart_pause_s
+    if throughput > obs.input_rate:
+        in_flight = config.backlog_min_records + obs.input_rate * config.backlog_tolerance_s
+        backlog = max(0.0, obs.total_lag - in_flight)
+        burst = max(0.0, 1 - obs.input_rate * lag / backlog) if backlog > 0 else 0.0
+        peak = max(lag, backlog / throughput + lag * burst)
+    else:
+        peak = lag + reaction * (1 - throughput / obs.input_rate)
+    bound = config.urgent_time_lag_s
+    if peak <= bound:
+        return config.catch_up_s
+    return min(config.catch_up_s, max(1.0, bound - lag - reaction))
 
 
-def _rate_capacity(config: PolicyConfig, obs: Observation) -> float:
-    """Records/s needed: input at the target utilization plus the backlog over catch-up."""
-    return obs.input_rate / config.target_utilization + obs.total_lag / config.catch_up_s
+def _load(
+    config: PolicyConfig, obs: Observation, capacity: Capacity, pause_s: float = 0.0
+) -> float:
+    """Records/s to carry: input at the target utilization, the backlog over the catch-up
+    duration, and the input that piles up during a rescale's pause, over it too."""
+    catch_up = catch_up_seconds(config, obs, capacity)
+    return (
+        obs.input_rate / config.target_utilization
+        + obs.total_lag / catch_up
+        + obs.input_rate * pause_s / catch_up
+    )
 
 
-def _rate_wanted(
-    config: PolicyConfig, obs: Observation, capacity: float, rate: float, up: bool
-) -> int:
+def _rate_target(
+    config: PolicyConfig, obs: Observation, capacity: Capacity, pause_s: float
+) -> float:
+    return cap.executors_needed(
+        _load(config, obs, capacity, pause_s),
+        capacity,
+        trigger_interval_s=config.trigger_interval_s,
+        max_records_per_trigger=config.max_records_per_trigger,
+        max_cycle_s=config.backlog_tolerance_s,
+    )
+
+
+def _rate_wanted(config: PolicyConfig, obs: Observation, capacity: Capacity, up: bool) -> float:
     """Executor count for a change, including the records the change itself lets pile up.
 
     Up: the smallest count the tolerance rule then keeps (no ceil-induced overshoot).
@@ -266,7 +400,9 @@ def _rate_wanted(
     measurement noise cannot push it straight back over the tolerance (no flapping).
     """
     pause = config.restart_pause_s + (config.scale_up_delay_s if up else 0.0)
-    target = (capacity + obs.input_rate * pause / config.catch_up_s) / rate
+    target = _rate_target(config, obs, capacity, pause)
+    if not math.isfinite(target):
+        return math.inf
     if up:
         return math.ceil(target / (1 + config.tolerance) - 1e-9)
     return math.ceil(target - 1e-9)
@@ -289,22 +425,33 @@ def decide(
     hi = upper_bound(config, obs)
     problem = _metrics_problem(config, obs)
     backlog = problem is None and has_backlog(config, obs)
+    urgent = backlog and urgent_backlog(config, obs)
 
     if problem is not None or backlog:
         clear_since: float | None = None
     else:
         clear_since = now if state.clear_since_s is None else state.clear_since_s
-    state = replace(state, clear_since_s=clear_since)
+    set_changed = state.running is not None and state.running != obs.executors
+    stable_since = now if set_changed else state.stable_since_s
+    capacity = measure_capacity(config, obs, state.capacity)
+    remembered = capacity if capacity.method is CapacityMethod.FIT else state.capacity
+    state = replace(
+        state,
+        clear_since_s=clear_since,
+        running=obs.executors,
+        stable_since_s=stable_since,
+        capacity=remembered if problem is None else state.capacity,
+    )
 
     def hold(reason: Reason, target: float | None = None) -> tuple[Decision, PolicyState]:
-        return Decision(current, reason, current, target), state
+        return Decision(current, reason, current, target, capacity), state
 
     def change(desired: int, reason: Reason, target: float | None) -> tuple[Decision, PolicyState]:
         direction = 1 if desired > current else -1
-        new_state = replace(state, last_change_s=now, last_direction=direction)
+        new_state = replace(state, last_change_s=now, last_direction=direction, stable_since_s=now)
         if direction < 0:  # the executor set changes: the no-backlog clock restarts
             new_state = replace(new_state, clear_since_s=None)
-        return Decision(desired, reason, current, target), new_state
+        return Decision(desired, reason, current, target, capacity), new_state
 
     if current < lo:
         return change(lo, Reason.BOUNDED_MIN, None)
@@ -316,39 +463,49 @@ def decide(
         return hold(Reason.HOLD_SCALING_IN_PROGRESS)
     since_change = math.inf if state.last_change_s is None else now - state.last_change_s
     window = config.stabilization_window_s
+    after_down = state.last_direction < 0 and since_change < window
     if current == 0 and (obs.total_lag > 0 or obs.input_rate > 0):
         # Nothing runs, so nothing is measured: start one executor and measure.
-        if state.last_direction < 0 and since_change < window:
+        if after_down and not urgent:
             return hold(Reason.HOLD_REVERSAL)
-        return change(1, Reason.SCALE_UP_BACKLOG, None)
+        return change(1, Reason.SCALE_UP_URGENT if after_down else Reason.SCALE_UP_BACKLOG, None)
+    if not _warm(config, stable_since, obs) and not (urgent and state.last_direction < 0):
+        return hold(Reason.HOLD_WARMING_UP)
 
-    rate: float | None = None
+    sizing: Capacity | None = None
     if config.kind is PolicyKind.LAG:
         target = _lag_target(config, obs)
+    elif obs.input_rate <= 0 and obs.total_lag <= 0:
+        target = 0.0  # nothing arriving and nothing behind needs no capacity
     else:
-        capacity = _rate_capacity(config, obs)
-        rate = executor_rate(obs, hi)
-        if rate is None and capacity > 0:
+        sizing = capacity
+        if not sizing.known and urgent:
+            sizing = cap.lower_bound(
+                obs.batches, executors_now=obs.executors, tasks_cap=usable_executors(config, obs)
+            )
+        if not sizing.known:
             return hold(Reason.HOLD_UNMEASURED_RATE)
-        # Nothing arriving and nothing behind needs no capacity, whatever the rate.
-        target = 0.0 if rate is None else capacity / rate
+        capacity = sizing
+        target = _rate_target(config, obs, sizing, 0.0)
     if current > 0 and abs(target / current - 1) <= config.tolerance:
         return hold(Reason.HOLD_WITHIN_TOLERANCE, target)
-    if rate is None:
-        wanted = math.ceil(target - 1e-9)  # the HPA's rounding
+    if sizing is None:
+        wanted: float = math.ceil(target - 1e-9)  # the HPA's rounding
     else:
-        wanted = _rate_wanted(config, obs, capacity, rate, up=target > current)
+        wanted = _rate_wanted(config, obs, sizing, up=target > current)
 
     if wanted > current:
-        if state.last_direction < 0 and since_change < window:
-            return hold(Reason.HOLD_REVERSAL, target)
+        reason = Reason.SCALE_UP_BACKLOG if backlog else Reason.SCALE_UP_RATE
+        if after_down:
+            if not urgent:
+                return hold(Reason.HOLD_REVERSAL, target)
+            reason = Reason.SCALE_UP_URGENT
         if current >= hi:
             return hold(Reason.BOUNDED_MAX, target)
         step_limit = max(current + 1, math.ceil(current * config.max_up_factor))
         desired = min(wanted, step_limit, hi)
         # The reason says why it scales; a cap at the bound shows as target > desired.
-        reason = Reason.SCALE_UP_BACKLOG if backlog else Reason.SCALE_UP_RATE
-        return change(desired, reason, target)
+        return change(int(desired), reason, target)
 
     if wanted < current:
         if backlog:
@@ -360,7 +517,7 @@ def decide(
         if current <= lo:
             return hold(Reason.BOUNDED_MIN, target)
         floor = math.ceil(current * (1 - config.scale_down_max_factor))
-        desired = max(wanted, floor, lo)
+        desired = max(int(wanted), floor, lo)
         if desired >= current:
             return hold(Reason.HOLD_STEADY, target)
         return change(desired, Reason.SCALE_DOWN_IDLE, target)

@@ -37,13 +37,19 @@ class AutoscaleOptions:
         if self.interval_s <= 0:
             raise ValueError("--autoscale-interval must be > 0 seconds")
 
-    def policy_config(self) -> PolicyConfig:
+    def policy_config(
+        self, trigger_interval_s: float = 1.0, max_records_per_trigger: int | None = None
+    ) -> PolicyConfig:
+        """The policy's configuration; the query's trigger interval and batch limit bound
+        what one executor can do per interval (the capacity model's fixed cost per batch)."""
         return PolicyConfig(
             kind=self.policy,
             min_executors=self.min_executors,
             max_executors=self.max_executors,
             stabilization_window_s=self.stabilization_window_s,
             lag_threshold=self.lag_threshold,
+            trigger_interval_s=trigger_interval_s,
+            max_records_per_trigger=max_records_per_trigger,
         )
 
 
@@ -54,6 +60,8 @@ def start_autoscaler(
     options: AutoscaleOptions,
     *,
     splits_per_partition: int = 1,
+    trigger_interval_s: float = 1.0,
+    max_records_per_trigger: int | None = None,
     on_decision: Callable[[DecisionRecord], None] | None = None,
     register_timeout_s: float = 30.0,
 ) -> Controller:
@@ -82,7 +90,7 @@ def start_autoscaler(
         query,
         tracker,
         actuator,
-        options.policy_config(),
+        options.policy_config(trigger_interval_s, max_records_per_trigger),
         interval_s=options.interval_s,
         splits_per_partition=splits_per_partition,
         decision_log=options.decision_log,

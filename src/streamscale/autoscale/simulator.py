@@ -1,34 +1,44 @@
-"""A discrete-time model of a streaming cluster, to replay input-rate traces against policies.
+"""A discrete-time model of a micro-batch streaming cluster, to replay input-rate traces.
 
 Pure and deterministic: the same trace, model and strategy give the same result (the only
 randomness, a per-second jitter of executor throughput, comes from ``random.Random(seed)`` and
 is drawn once per run, identically for every strategy).
 
-The model, in 1-second steps:
+The model, as Spark Structured Streaming runs a query with a processing-time trigger:
 
-- each running executor processes ``executor_rate`` records/s (× the second's jitter), but only
+- records arrive at the trace's rate, evenly within each second;
+- micro-batches: a batch starts at a trigger (every ``trigger_interval_s``, or at once when the
+  previous batch overran it) if records are waiting, takes what has arrived up to
+  ``max_records_per_trigger``, and lasts ``fixed_cost_s + records / (executors ×
+  executor_rate × jitter)``; its records count as processed (lag falls) when it ends. Only
   ``ceil(partitions × splits / cores)`` executors get tasks: the rest idle;
-- a requested executor runs ``start_delay_s`` after the request; a killed one stops processing
-  at once and is released (still billed) ``stop_delay_s`` later;
-- whenever the set of running executors changes, processing pauses ``rescale_pause_s``
-  (state-store partitions reload on their new executors);
+- a requested executor runs ``start_delay_s`` after the request; a killed one stops at once
+  (the running batch loses its tasks: it ends ``rescale_pause_s`` later) and is released
+  (still billed) ``stop_delay_s`` later;
+- whenever the set of running executors changes, no batch starts for ``rescale_pause_s``
+  (state-store partitions reload on their new executors), and after executors join, the
+  first batch pays ``warmup_s`` more (their Python workers start, caches are cold);
 - every ``control_interval_s`` the strategy sees an :class:`~streamscale.autoscale.policy.
-  Observation` built from the last interval (average input and processed rates, one
-  micro-batch sample per second, records lag split evenly over partitions, time lag) and
-  answers with an executor count — the production policy code, :func:`policy.decide`;
-- records lag is FIFO: time lag is the age of the oldest unprocessed record.
-- a policy starts at the count it settles on for the trace's first rate with no lag (so that
-  the first decision answers the trace, not the start-up); fixed counts and plans at theirs.
+  Observation` as the production controller builds it (average input and processed rates
+  over the interval, the last ``batch_history`` batches with their start times, records lag
+  split evenly over partitions, time lag) and answers with an executor count — the production
+  policy code, :func:`policy.decide`;
+- records lag is FIFO: time lag is the age of the oldest unprocessed record;
+- a policy starts at the count it settles on for the trace's first rate with no lag, knowing
+  the model's capacity as a fit of earlier batches would (a controller that has run for a
+  while); with ``cold_start`` it starts at ``min_executors`` knowing nothing (a fresh
+  controller, as in the demo). Fixed counts and plans start at theirs.
 
-Figures: ``drain_time_s`` (seconds during which time lag exceeds ``caught_up_s``),
-``max_lag``, ``max_time_lag_s``, ``executor_seconds`` (running, starting and stopping
-executors), ``actions`` (changes of the requested count) and ``reversals`` (consecutive actions
-of opposite direction less than ``reversal_window_s`` apart).
+Figures, one rule for every strategy and the oracle: ``slo_violation_s`` (seconds during which
+the time lag exceeds the SLO ``target_time_lag_s``, 30 s by default), ``drain_time_s`` (seconds
+above ``caught_up_s``), ``max_lag``, ``max_time_lag_s``, ``executor_seconds`` (running, starting
+and stopping executors), ``actions`` (changes of the requested count) and ``reversals``
+(consecutive actions of opposite direction less than ``reversal_window_s`` apart).
 
 The oracle (:func:`oracle`) is the cheapest plan found with hindsight that keeps the time lag
 under ``target_time_lag_s`` (or, where even ``max_executors`` cannot, no worse than running
 ``max_executors`` throughout) and ends caught up. It picks one count per control interval,
-subject to the same delays, pauses and billing as the policies:
+subject to the same delays, pauses, fixed costs and billing as the policies:
 
 1. greedy forward: at each interval, the smallest count for which the constraint holds until
    the next interval *and* can still be held afterwards by switching to ``max_executors`` (a
@@ -50,13 +60,18 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Callable, Sequence
+import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from streamscale.autoscale import policy
+from streamscale.autoscale.capacity import BatchSample, Capacity, CapacityMethod, fit
 from streamscale.autoscale.traces import Trace
 
 _EPS = 1e-6
+_MIN_BATCH_S = 0.01
+"""Shortest batch (a bound on the events of one second)."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +79,13 @@ class ClusterModel:
     """The simulated cluster and the measurement conventions (defaults: see docs)."""
 
     executor_rate: float = 1000.0
-    """Records/s one executor processes when busy."""
+    """Records/s one executor processes, net of the fixed cost of its batches."""
+    fixed_cost_s: float = 0.5
+    """Seconds every micro-batch takes whatever its size (planning, logs, scheduling)."""
+    trigger_interval_s: float = 1.0
+    """Processing-time trigger (0: batches back to back)."""
+    max_records_per_trigger: int | None = None
+    """Records one batch takes at most (``maxOffsetsPerTrigger``); None: all waiting."""
     partitions: int = 8
     splits_per_partition: int = 1
     executor_cores: int = 1
@@ -73,9 +94,13 @@ class ClusterModel:
     stop_delay_s: int = 5
     """Kill → resources released (billed meanwhile)."""
     rescale_pause_s: int = 5
-    """Processing pause after the running set changes (state reload)."""
+    """No batch starts for this long after the running set changes (state reload)."""
+    warmup_s: float = 2.0
+    """Extra time of the first batch after executors join (Python workers start)."""
     control_interval_s: int = 10
     metrics_age_s: float = 1.0
+    batch_history: int = 64
+    """Recent batches the strategy sees (the lag tracker keeps 64)."""
     rate_jitter: float = 0.05
     """Relative spread (uniform ±) of throughput from second to second."""
     seed: int = 0
@@ -84,8 +109,10 @@ class ClusterModel:
     caught_up_s: float = 5.0
     """Time lag above this counts towards the drain time."""
     target_time_lag_s: float = 30.0
-    """The oracle's constraint (the latency objective)."""
+    """The SLO on time lag: the oracle's constraint and what violation seconds count."""
     reversal_window_s: float = 60.0
+    cold_start: bool = False
+    """Policies start at ``min_executors`` knowing nothing (a fresh controller)."""
 
     def __post_init__(self) -> None:
         if self.executor_rate <= 0 or self.partitions < 1 or self.splits_per_partition < 1:
@@ -94,6 +121,12 @@ class ClusterModel:
             raise ValueError("executor_cores and control_interval_s must be >= 1")
         if min(self.start_delay_s, self.stop_delay_s, self.rescale_pause_s) < 0:
             raise ValueError("delays must be >= 0")
+        if min(self.fixed_cost_s, self.trigger_interval_s, self.warmup_s) < 0:
+            raise ValueError("fixed_cost_s, trigger_interval_s and warmup_s must be >= 0")
+        if self.max_records_per_trigger is not None and self.max_records_per_trigger < 1:
+            raise ValueError("max_records_per_trigger must be >= 1")
+        if self.batch_history < 1:
+            raise ValueError("batch_history must be >= 1")
         if not 0 <= self.rate_jitter < 1:
             raise ValueError("rate_jitter must be in [0, 1)")
 
@@ -101,6 +134,23 @@ class ClusterModel:
     def usable_executors(self) -> int:
         """Executors that get tasks: more than that idle."""
         return math.ceil(self.partitions * self.splits_per_partition / self.executor_cores)
+
+    @property
+    def capacity(self) -> Capacity:
+        """The model's true capacity, as a perfect fit would find it."""
+        return Capacity(self.fixed_cost_s, self.executor_rate, CapacityMethod.FIT, 0, "model")
+
+    def policy_config(self, base: policy.PolicyConfig) -> policy.PolicyConfig:
+        """``base`` with what the production controller takes from the cluster and the query:
+        start delay, rescale pause, trigger interval and batch limit."""
+        return replace(
+            base,
+            executor_cores=self.executor_cores,
+            scale_up_delay_s=self.start_delay_s,
+            restart_pause_s=self.rescale_pause_s,
+            trigger_interval_s=self.trigger_interval_s,
+            max_records_per_trigger=self.max_records_per_trigger,
+        )
 
 
 @dataclass(frozen=True)
@@ -134,18 +184,21 @@ def strategy_name(strategy: Strategy) -> str:
 
 @dataclass(frozen=True)
 class SimDecision:
-    """One control step: what ran, what was asked, why."""
+    """One control step: what ran, what was asked, why, and the capacity the policy saw."""
 
     t: int
     current: int
     desired: int
     reason: str
+    fixed_cost_s: float | None = None
+    executor_rate: float | None = None
 
 
 @dataclass(frozen=True)
 class Summary:
     """The figures reported per strategy."""
 
+    slo_violation_s: int
     drain_time_s: int
     max_lag: float
     max_time_lag_s: float
@@ -155,6 +208,7 @@ class Summary:
 
     def as_dict(self) -> dict[str, float | int]:
         return {
+            "slo_violation_s": self.slo_violation_s,
             "drain_time_s": self.drain_time_s,
             "max_lag": round(self.max_lag, 1),
             "max_time_lag_s": round(self.max_time_lag_s, 2),
@@ -176,6 +230,7 @@ class SimResult:
     requested: tuple[int, ...]
     running: tuple[int, ...]
     decisions: tuple[SimDecision, ...]
+    batches: tuple[BatchSample, ...] = field(compare=False)
     summary: Summary = field(compare=False)
 
 
@@ -184,6 +239,7 @@ class _Cluster:
 
     __slots__ = (
         "arrived",
+        "batch",
         "batches",
         "billed",
         "cum",
@@ -192,6 +248,7 @@ class _Cluster:
         "jitter",
         "lag",
         "model",
+        "next_trigger",
         "outputs",
         "pause_until",
         "pending",
@@ -201,6 +258,7 @@ class _Cluster:
         "stopping",
         "t",
         "time_lag",
+        "warm",
     )
 
     def __init__(
@@ -222,11 +280,16 @@ class _Cluster:
         self.running = initial
         self.pending: list[tuple[int, int]] = []
         self.stopping: list[tuple[int, int]] = []
-        self.pause_until = 0
+        self.pause_until = 0.0
         self.billed = 0.0
         self.inputs: list[float] = []
         self.outputs: list[float] = []
-        self.batches: list[tuple[int, policy.BatchSample]] = []
+        self.batches: list[BatchSample] = []
+        self.batch: tuple[float, float, float, int] | None = None
+        """The running batch: (start, end, records, executors)."""
+        self.next_trigger = 0.0
+        self.warm = True
+        """False until the first batch after executors joined has started."""
 
     def copy(self) -> _Cluster:
         other = _Cluster.__new__(_Cluster)
@@ -238,7 +301,7 @@ class _Cluster:
         keep = self.model.control_interval_s
         other.inputs = self.inputs[-keep:]
         other.outputs = self.outputs[-keep:]
-        other.batches = self.batches[-keep:]
+        other.batches = self.batches[-self.model.batch_history :]
         return other
 
     @property
@@ -263,14 +326,22 @@ class _Cluster:
             if excess:
                 self.running -= excess
                 self.stopping.append((t + self.model.stop_delay_s, excess))
-                self.pause_until = max(self.pause_until, t + self.model.rescale_pause_s)
+                self._rescaled(float(t))
+                if self.batch is not None:  # its tasks on the killed executors run again
+                    start, end, records, n = self.batch
+                    if self.running > 0:
+                        self.batch = (start, end + self.model.rescale_pause_s, records, n)
+                    else:
+                        self.batch = None
+
+    def _rescaled(self, when: float) -> None:
+        self.pause_until = max(self.pause_until, when + self.model.rescale_pause_s)
 
     def observe(self, now: int) -> policy.Observation:
         model = self.model
         window = model.control_interval_s
         inputs = self.inputs[-window:]
         outputs = self.outputs[-window:]
-        batches = tuple(b for when, b in self.batches if when >= now - window)
         total = round(self.lag)
         share, extra = divmod(total, model.partitions)
         lags = tuple(share + (1 if i < extra else 0) for i in range(model.partitions))
@@ -284,10 +355,38 @@ class _Cluster:
             partition_lag=lags,
             input_rate=sum(inputs) / len(inputs) if inputs else 0.0,
             processed_rate=sum(outputs) / len(outputs) if outputs else 0.0,
-            batches=batches,
+            batches=tuple(self.batches[-model.batch_history :]),
             metrics_age_s=None if outage or not inputs else model.metrics_age_s,
             time_lag_s=self.time_lag,
         )
+
+    def _arrived_at(self, when: float) -> float:
+        t = self.t
+        return self.cum[t] + self.rates[t] * (when - t)
+
+    def _start_batch(self, when: float) -> None:
+        model = self.model
+        working = min(self.running, model.usable_executors)
+        waiting = math.floor(self._arrived_at(when) - self.done + _EPS)
+        if model.max_records_per_trigger is not None:
+            waiting = min(waiting, model.max_records_per_trigger)
+        if waiting < 1:  # no new data: no batch, the next trigger looks again
+            self.next_trigger = when + max(model.trigger_interval_s, 0.1)
+            return
+        rate = working * model.executor_rate * self.jitter[self.t]
+        duration = model.fixed_cost_s + waiting / rate + (0.0 if self.warm else model.warmup_s)
+        self.warm = True
+        self.batch = (when, when + max(duration, _MIN_BATCH_S), waiting, working)
+
+    def _end_batch(self) -> None:
+        assert self.batch is not None
+        start, end, records, n = self.batch
+        self.done += records
+        self.batches.append(BatchSample(int(records), end - start, n, start))
+        self.batch = None
+        interval = self.model.trigger_interval_s
+        aligned = (math.floor(start / interval + _EPS) + 1) * interval if interval > 0 else end
+        self.next_trigger = max(end, aligned)
 
     def step(self) -> None:
         """Simulate the current second and advance."""
@@ -297,27 +396,33 @@ class _Cluster:
             joined = [p for p in self.pending if p[0] <= t]
             self.pending = [p for p in self.pending if p[0] > t]
             self.running += sum(n for _, n in joined)
-            self.pause_until = max(self.pause_until, t + model.rescale_pause_s)
+            self._rescaled(float(t))
+            self.warm = False
         if self.stopping and self.stopping[0][0] <= t:
             self.stopping = [s for s in self.stopping if s[0] > t]
         self.billed += self.running + sum(n for _, n in self.pending)
         self.billed += sum(n for _, n in self.stopping)
-        working = min(self.running, model.usable_executors)
-        capacity = 0.0
-        if t >= self.pause_until and working > 0:
-            capacity = working * model.executor_rate * self.jitter[t]
+        done_before = self.done
+        end_of_second = t + 1.0
+        for _ in range(int(2 / _MIN_BATCH_S) + 4):  # bounded: each pass ends or starts a batch
+            if self.batch is not None:
+                if self.batch[1] > end_of_second:
+                    break
+                self._end_batch()
+                continue
+            start = max(self.next_trigger, self.pause_until, float(t))
+            if start >= end_of_second or min(self.running, model.usable_executors) <= 0:
+                break
+            self._start_batch(start)
         arriving = self.rates[t]
-        processed = min(self.lag + arriving, capacity)
-        self.lag = max(0.0, self.lag + arriving - processed)
+        processed = self.done - done_before
         self.arrived += arriving
-        self.done += processed
+        self.lag = max(0.0, self.arrived - self.done)
         self.inputs.append(arriving)
         self.outputs.append(processed)
-        if processed > 0:
-            sample = policy.BatchSample(round(processed), processed / capacity, working)
-            self.batches.append((t, sample))
-        # FIFO time lag at the end of second t: age of the oldest unprocessed record.
-        if self.lag <= _EPS:
+        # FIFO time lag at the end of second t: age of the oldest unprocessed record (a
+        # fraction of a record is not one: batches take whole records).
+        if self.lag < 1:
             self.time_lag = 0.0
         else:
             cum = self.cum
@@ -327,7 +432,7 @@ class _Cluster:
             self.ptr = ptr
             rate = self.rates[ptr] if ptr < len(self.rates) else 0.0
             oldest = ptr + ((self.done - cum[ptr]) / rate if rate > 0 else 0.0)
-            self.time_lag = t + 1 - oldest
+            self.time_lag = max(0.0, t + 1 - oldest)
         self.t = t + 1
 
 
@@ -337,41 +442,63 @@ def _jitter(model: ClusterModel, seconds: int) -> tuple[float, ...]:
     return tuple(1.0 + rng.uniform(-spread, spread) for _ in range(seconds))
 
 
-Decider = Callable[[policy.Observation], tuple[int, str]]
+Decider = Callable[[policy.Observation], SimDecision]
 
 
 def _decider(strategy: Strategy, model: ClusterModel, first_rate: float) -> tuple[int, Decider]:
     """Initial executor count and a stateful decision function for a strategy."""
     if isinstance(strategy, Fixed):
         n = strategy.executors
-        return n, lambda obs: (n, "fixed")
+
+        def fixed(obs: policy.Observation) -> SimDecision:
+            return SimDecision(int(obs.now_s), obs.executors + obs.pending_executors, n, "fixed")
+
+        return n, fixed
     if isinstance(strategy, Plan):
         plan = strategy.executors
         interval = model.control_interval_s
 
-        def follow(obs: policy.Observation) -> tuple[int, str]:
+        def follow(obs: policy.Observation) -> SimDecision:
             k = min(int(obs.now_s) // interval, len(plan) - 1)
-            return plan[k], "plan"
+            return SimDecision(
+                int(obs.now_s), obs.executors + obs.pending_executors, plan[k], "plan"
+            )
 
         return plan[0], follow
     config = strategy
-    state = policy.PolicyState()
+    if model.cold_start:
+        initial = max(1, config.min_executors)
+        state = policy.PolicyState()
+    else:
+        initial = _warm_start(config, model, first_rate)
+        state = policy.PolicyState(capacity=model.capacity, running=initial)
 
-    def decide(obs: policy.Observation) -> tuple[int, str]:
+    def decide(obs: policy.Observation) -> SimDecision:
         nonlocal state
         decision, state = policy.decide(config, state, obs)
-        return decision.desired, decision.reason.value
+        fit = decision.capacity
+        return SimDecision(
+            int(obs.now_s),
+            decision.current,
+            decision.desired,
+            decision.reason.value,
+            None if fit is None else fit.fixed_cost_s,
+            None if fit is None else fit.rate,
+        )
 
-    return _warm_start(config, model, first_rate), decide
+    return initial, decide
 
 
 def _warm_start(config: policy.PolicyConfig, model: ClusterModel, rate: float) -> int:
-    """Steady count the policy picks for ``rate`` with no lag (the state before the trace)."""
+    """Steady count the policy picks for ``rate`` with no lag, knowing the model's capacity
+    (the state before the trace)."""
     current = max(1, config.min_executors)
     for _ in range(8):
         working = min(current, model.usable_executors)
-        busy = min(1.0, rate / (working * model.executor_rate)) if rate > 0 else 0.0
-        samples = (policy.BatchSample(round(rate), busy, working),) if rate > 0 else ()
+        cycle = max(model.trigger_interval_s, model.fixed_cost_s * 2, 1.0)
+        records = max(1, round(rate * cycle))
+        busy = model.fixed_cost_s + records / (working * model.executor_rate)
+        samples = tuple(BatchSample(records, busy, working, -cycle * (i + 1)) for i in range(8))
         obs = policy.Observation(
             now_s=0.0,
             executors=current,
@@ -380,10 +507,11 @@ def _warm_start(config: policy.PolicyConfig, model: ClusterModel, rate: float) -
             partition_lag=(0,) * model.partitions,
             input_rate=rate,
             processed_rate=rate,
-            batches=samples * model.control_interval_s,
+            batches=samples if rate > 0 else (),
             metrics_age_s=0.0,
         )
-        decision, _ = policy.decide(config, policy.PolicyState(), obs)
+        state = policy.PolicyState(capacity=model.capacity, clear_since_s=-math.inf)
+        decision, _ = policy.decide(config, state, obs)
         if decision.desired == current:
             break
         current = decision.desired
@@ -404,6 +532,7 @@ def _summary(
         if opposite and cur.t - prev.t < model.reversal_window_s:
             reversals += 1
     return Summary(
+        slo_violation_s=sum(1 for x in time_lag if x > model.target_time_lag_s + _EPS),
         drain_time_s=sum(1 for x in time_lag if x > model.caught_up_s),
         max_lag=max(lag, default=0.0),
         max_time_lag_s=max(time_lag, default=0.0),
@@ -426,11 +555,9 @@ def simulate(trace: Trace, model: ClusterModel, strategy: Strategy) -> SimResult
     decisions: list[SimDecision] = []
     for t in range(len(rates)):
         if t > 0 and t % model.control_interval_s == 0:
-            obs = cluster.observe(t)
-            current = cluster.requested
-            desired, reason = decide(obs)
-            decisions.append(SimDecision(t, current, desired, reason))
-            cluster.request(desired)
+            decision = decide(cluster.observe(t))
+            decisions.append(decision)
+            cluster.request(decision.desired)
         cluster.step()
         lag.append(cluster.lag)
         time_lag.append(cluster.time_lag)
@@ -446,6 +573,7 @@ def simulate(trace: Trace, model: ClusterModel, strategy: Strategy) -> SimResult
         requested=tuple(requested),
         running=tuple(running),
         decisions=tuple(decisions),
+        batches=tuple(cluster.batches),
         summary=summary,
     )
 
@@ -482,7 +610,9 @@ def _run_interval(cluster: _Cluster, desired: int, check: _Check | None) -> bool
 
 
 def _settled(cluster: _Cluster) -> bool:
-    return cluster.lag <= _EPS and not cluster.pending and cluster.t >= cluster.pause_until
+    """Caught up, nothing pending, no pause: micro-batches keep some records in flight."""
+    caught_up = cluster.time_lag <= cluster.model.caught_up_s
+    return caught_up and not cluster.pending and cluster.t >= cluster.pause_until
 
 
 def _safe_after(cluster: _Cluster, hi: int, check: _Check) -> bool:
@@ -646,3 +776,136 @@ def comparison_names(config: policy.PolicyConfig) -> tuple[str, ...]:
     """Every strategy of a side-by-side comparison, oracle last."""
     low = max(1, config.min_executors)
     return ("rate", "lag", f"fixed:{low}", f"fixed:{config.max_executors}", "oracle")
+
+
+# --- scenarios and calibration ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The cluster and bounds a trace is meant for."""
+
+    model: ClusterModel
+    min_executors: int = 1
+    max_executors: int = 8
+    stabilization_window_s: float = 60.0
+
+    def policy_config(self, base: policy.PolicyConfig | None = None) -> policy.PolicyConfig:
+        """``base`` (default: the policy defaults) with this scenario's bounds, window and
+        cluster-measured parameters."""
+        config = replace(
+            base or policy.PolicyConfig(),
+            min_executors=self.min_executors,
+            max_executors=self.max_executors,
+            stabilization_window_s=self.stabilization_window_s,
+        )
+        return self.model.policy_config(config)
+
+
+GENERIC = Scenario(ClusterModel(max_records_per_trigger=20_000))
+"""The scenario of ``step``, ``ramp``, ``spikes``, ``diurnal`` and CSV traces: 8 partitions,
+1..8 executors of 1 000 records/s with a 0.5 s fixed cost per batch, a 1 s trigger and
+``maxOffsetsPerTrigger`` 20 000 (without a batch limit, a backlog becomes one long batch that
+executors added meanwhile cannot share, as in Spark)."""
+
+DEMO = Scenario(
+    ClusterModel(
+        executor_rate=11_000.0,
+        fixed_cost_s=1.2,
+        trigger_interval_s=1.0,
+        max_records_per_trigger=20_000,
+        partitions=8,
+        start_delay_s=8,
+        stop_delay_s=1,
+        rescale_pause_s=1,
+        warmup_s=3.0,
+        control_interval_s=5,
+        reversal_window_s=30.0,
+        cold_start=True,
+    ),
+    min_executors=1,
+    max_executors=2,
+    stabilization_window_s=30.0,
+)
+"""``streamscale demo`` with its defaults on the 2-core machine: two topics of 4 partitions,
+1..2 executors of 1 core, 1 s trigger, ``maxOffsetsPerTrigger`` 20 000, a decision every 5 s,
+a 30 s window, a fresh controller. Fixed cost (1.2 s per batch) and rate (11 000 records/s
+per executor) calibrated on the decision log of a real ``streamscale demo`` run on the 2-core
+machine (2026-11-23, load average ~6; ``tests/unit/autoscale/demo_decisions.jsonl``); start
+(8 s), stop (1 s), pause (1 s: game sessions keep their state on the driver) and warm-up (3 s:
+Python workers) as measured on the local cluster (docs/benchmarks.md)."""
+
+SCENARIOS: dict[str, Scenario] = {"demo": DEMO}
+
+
+def scenario_for(trace_name: str) -> Scenario:
+    """The built-in scenario of a trace (:data:`GENERIC` for those without one)."""
+    return SCENARIOS.get(trace_name, GENERIC)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What a real run's decision log says about the cluster (None: not in the log)."""
+
+    capacity: Capacity
+    batches: int
+    control_interval_s: float | None
+    start_delay_s: float | None
+    """Median time from an applied scale-up to the first record with that many running."""
+
+    def apply(self, model: ClusterModel) -> ClusterModel:
+        """``model`` with every measured parameter replaced; a ValueError when the log does
+        not measure the capacity (the simulator never invents one)."""
+        if not self.capacity.known:
+            raise ValueError(
+                f"the decision log does not measure the capacity: {self.capacity.note}"
+            )
+        assert self.capacity.rate is not None and self.capacity.fixed_cost_s is not None
+        changes: dict[str, object] = {
+            "executor_rate": self.capacity.rate,
+            "fixed_cost_s": self.capacity.fixed_cost_s,
+        }
+        if self.control_interval_s is not None:
+            changes["control_interval_s"] = max(1, round(self.control_interval_s))
+        if self.start_delay_s is not None:
+            changes["start_delay_s"] = max(0, round(self.start_delay_s))
+        return replace(model, **changes)  # type: ignore[arg-type]
+
+
+def calibrate(records: Sequence[Mapping[str, Any]]) -> Calibration:
+    """Fit fixed cost and per-executor rate on the batches of a decision log (its parsed JSON
+    lines, as ``controller.DecisionRecord`` writes them) with the production fit
+    (:func:`~streamscale.autoscale.capacity.fit`); measure the control interval and the
+    scale-up delay (to the control interval) where the log shows them.
+
+    Raises ValueError when a record is not of that shape.
+    """
+    seen: dict[int, BatchSample] = {}
+    try:
+        ordered = sorted(records, key=lambda r: float(r["time"]))
+        for record in ordered:
+            for batch_id, started, busy, count, executors in record.get("batches") or ():
+                seen[int(batch_id)] = BatchSample(
+                    int(count), float(busy), int(executors), float(started)
+                )
+        times = [float(r["time"]) for r in ordered]
+        delays: list[float] = []
+        for i, record in enumerate(ordered):
+            if record.get("outcome") == "applied" and record.get("direction") == "up":
+                want = int(record["desired"])
+                for later in ordered[i + 1 :]:
+                    if int(later.get("running", 0)) >= want:
+                        delays.append(float(later["time"]) - times[i])
+                        break
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"not a decision log record: {exc}") from None
+    batches = [seen[k] for k in sorted(seen)]
+    most = max((b.executors or 1 for b in batches), default=1)
+    capacity = fit(batches, executors_now=most, tasks_cap=most)
+    gaps = [b - a for a, b in itertools.pairwise(times) if b > a]
+    return Calibration(
+        capacity=capacity,
+        batches=len(batches),
+        control_interval_s=statistics.median(gaps) if gaps else None,
+        start_delay_s=statistics.median(delays) if delays else None,
+    )

@@ -8,7 +8,11 @@ per executor, 8 partitions, 1..8 executors), so that every one of them needs sca
 - ``ramp``: 500 rec/s rising linearly to 6 500 rec/s over 10 minutes, held 5 minutes, then
   falling back over 5 minutes;
 - ``spikes``: 1 500 rec/s with four 30-second spikes to 6 000 rec/s, 5 minutes apart;
-- ``diurnal``: two compressed "days" of 20 minutes, a sine between 1 000 and 6 000 rec/s.
+- ``diurnal``: two compressed "days" of 20 minutes, a sine between 1 000 and 6 000 rec/s;
+- ``demo``: the profile of ``streamscale demo`` with its defaults (game sessions: 800 frames/s,
+  each frame a request and, 100 times in 101, an approval — 1 592 records/s — for 36 s, a burst
+  of 60 000 frames produced in about 2 s, 800 frames/s for 72 s, then nothing until 200 s); it
+  comes with its own cluster (``simulator.SCENARIOS``): 8 topic-partitions, 1..2 executors.
 
 A CSV trace has the header ``t_seconds,input_rate``; rows give the rate (records/s) from that
 second on, with strictly increasing non-negative seconds starting at 0. The last rate holds
@@ -111,11 +115,37 @@ def diurnal() -> Trace:
     return _sampled("diurnal", 2 * period, rate)
 
 
+DEMO_RECORDS_PER_FRAME = 1 + 100 / 101
+"""A request per frame and an approval for 100 frames in 101 (``generate.game_frames``)."""
+
+
+def demo(
+    frames_per_s: float = 800.0,
+    steady_s: int = 36,
+    burst_frames: int = 60_000,
+    after_s: int = 72,
+    burst_s: int = 2,
+    duration_s: int = 200,
+) -> Trace:
+    """``streamscale demo``'s default load in records/s, from the pipeline's start (defaults:
+    ``DemoOptions``, 240 s runs of which the first ~40 s start the broker and the cluster)."""
+    steady = round(frames_per_s * DEMO_RECORDS_PER_FRAME, 3)
+    burst = round(burst_frames * DEMO_RECORDS_PER_FRAME / burst_s, 3)
+    points: tuple[tuple[float, float], ...] = (
+        (0, steady),
+        (steady_s, burst),
+        (steady_s + burst_s, steady),
+        (steady_s + burst_s + after_s, 0.0),
+    )
+    return Trace("demo", points, duration_s, step_changes=3)
+
+
 BUILTIN: dict[str, Callable[[], Trace]] = {
     "step": step,
     "ramp": ramp,
     "spikes": spikes,
     "diurnal": diurnal,
+    "demo": demo,
 }
 
 

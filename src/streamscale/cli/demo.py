@@ -15,11 +15,11 @@ def demo(
     pipeline: str = typer.Option("game-sessions", help="game-sessions or enrichment"),
     profile: str | None = typer.Option(
         None,
-        help="Load phases, e.g. steady:800:40,burst:60000,steady:800:70 "
+        help="Load phases, e.g. steady:800:40,burst:200000,steady:800:70 "
         "(default: steady, a burst, steady, scaled to --duration)",
     ),
     rate: float = typer.Option(800.0, help="Records/s of the default profile's steady phases"),
-    burst: int = typer.Option(60_000, help="Records of the default profile's burst"),
+    burst: int = typer.Option(200_000, help="Records of the default profile's burst"),
     report_dir: Path = typer.Option(Path("streamscale-report"), help="Where the report goes"),
     metrics_port: int = typer.Option(9464, help="/metrics port on 127.0.0.1 (0: a free one)"),
     policy: PolicyKind = typer.Option(PolicyKind.RATE, help="Autoscaling policy"),

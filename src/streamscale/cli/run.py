@@ -34,6 +34,14 @@ class PipelineName(StrEnum):
     game_sessions = "game-sessions"
 
 
+class SourceChoice(StrEnum):
+    """``--source`` choices."""
+
+    auto = "auto"
+    kafka = "kafka"
+    streamscale_kafka = "streamscale-kafka"
+
+
 class StateStore(StrEnum):
     """``--state-store`` choices."""
 
@@ -65,6 +73,12 @@ def run(
     ),
     state_store: StateStore | None = typer.Option(
         None, "--state-store", help="rocksdb (default) | hdfs"
+    ),
+    source: SourceChoice | None = typer.Option(
+        None,
+        "--source",
+        help="Kafka reader: auto (the pipeline's measured default) | kafka (Spark's "
+        "connector) | streamscale-kafka (STREAMSCALE_KAFKA_SOURCE)",
     ),
     starting_offsets: str | None = typer.Option(
         None, "--starting-offsets", help="earliest | latest: where a first run starts"
@@ -106,6 +120,7 @@ def run(
             max_offsets_per_trigger=max_offsets_per_trigger,
             state_store=state_store.value if state_store else None,
             starting_offsets=starting_offsets,
+            kafka_source=source.value if source else None,
             metrics_port=metrics_port,
         )
         elastic = (

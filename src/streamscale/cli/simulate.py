@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -22,62 +24,115 @@ def simulate(
     compare: bool = typer.Option(
         False, "--compare", help="Run rate, lag, fixed at min and max, and the oracle"
     ),
+    calibrate: Path | None = typer.Option(
+        None,
+        "--calibrate",
+        help="A real run's decisions.jsonl: fit fixed cost and records/s per executor on its "
+        "batches (and the control interval, scale-up delay) and simulate with them",
+    ),
+    show_actions: bool = typer.Option(
+        False, "--actions", help="List every scaling action of every policy"
+    ),
     plot: Path | None = typer.Option(None, "--plot", help="Write a PNG of the time series"),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per policy and line"),
-    min_executors: int = typer.Option(1, help="Policy lower bound"),
-    max_executors: int = typer.Option(8, help="Policy upper bound"),
-    window: float = typer.Option(60.0, "--window", help="Stabilization window (s)"),
+    min_executors: int | None = typer.Option(None, help="Policy lower bound [scenario]"),
+    max_executors: int | None = typer.Option(None, help="Policy upper bound [scenario]"),
+    window: float | None = typer.Option(None, "--window", help="Stabilization window (s)"),
     tolerance: float = typer.Option(0.1, help="No change within this relative distance"),
     lag_threshold: float = typer.Option(10_000.0, help="lag policy: records per executor"),
-    target_utilization: float = typer.Option(0.7, help="rate policy: target busy fraction"),
+    target_utilization: float | None = typer.Option(
+        None, help="rate policy: target fraction of the fitted rate [policy default]"
+    ),
     catch_up: float = typer.Option(300.0, "--catch-up", help="rate policy: backlog drain (s)"),
     max_up_factor: float = typer.Option(4.0, help="One scale-up multiplies by at most this"),
     scale_down_max_factor: float = typer.Option(
         0.6, help="Fraction of executors one scale-down may remove"
     ),
-    partitions: int = typer.Option(8, help="Input partitions"),
-    splits: int = typer.Option(1, help="Spark tasks per partition (minPartitions split)"),
-    executor_rate: float = typer.Option(1000.0, help="Records/s per executor"),
-    start_delay: int = typer.Option(13, help="Executor request → first task (s)"),
-    stop_delay: int = typer.Option(5, help="Executor kill → released (s)"),
-    rescale_pause: int = typer.Option(5, help="Processing pause on rescale (s)"),
-    control_interval: int = typer.Option(10, help="Seconds between decisions"),
-    jitter: float = typer.Option(0.05, help="Per-second throughput spread (±fraction)"),
+    warmup_batches: int = typer.Option(3, help="Batches after a rescale before deciding"),
+    urgent_time_lag: float = typer.Option(
+        30.0, help="Time lag (s) past which a backlog overrides the window after a scale-down"
+    ),
+    partitions: int | None = typer.Option(None, help="Input partitions [scenario]"),
+    splits: int | None = typer.Option(None, help="Spark tasks per partition (minPartitions)"),
+    executor_rate: float | None = typer.Option(
+        None, help="Records/s per executor, net of the fixed cost [scenario]"
+    ),
+    fixed_cost: float | None = typer.Option(
+        None, "--fixed-cost", help="Seconds every micro-batch costs [scenario]"
+    ),
+    trigger_interval: float | None = typer.Option(
+        None, "--trigger-interval", help="Processing-time trigger (s) [scenario]"
+    ),
+    max_records_per_trigger: int | None = typer.Option(
+        None, "--max-records-per-trigger", help="maxOffsetsPerTrigger (0: unlimited) [scenario]"
+    ),
+    start_delay: int | None = typer.Option(None, help="Executor request → first task (s)"),
+    stop_delay: int | None = typer.Option(None, help="Executor kill → released (s)"),
+    rescale_pause: int | None = typer.Option(None, help="No batch for this long on rescale (s)"),
+    warmup: float | None = typer.Option(None, help="First batch after executors join: extra s"),
+    control_interval: int | None = typer.Option(None, help="Seconds between decisions"),
+    jitter: float | None = typer.Option(None, help="Per-second throughput spread (±fraction)"),
     seed: int = typer.Option(0, help="Jitter seed"),
-    target_time_lag: float = typer.Option(30.0, help="Oracle: time lag to stay under (s)"),
-    caught_up: float = typer.Option(5.0, help="Time lag above this counts as drain time (s)"),
+    target_time_lag: float | None = typer.Option(
+        None, "--slo", "--target-time-lag", help="SLO on time lag (s): scoring and the oracle"
+    ),
+    caught_up: float | None = typer.Option(None, help="Time lag above this is drain time (s)"),
     tail: int = typer.Option(300, help="CSV traces: seconds the last rate holds"),
 ) -> None:
-    """Replay a trace on a simulated cluster with the production policy code."""
+    """Replay a trace on a simulated micro-batch cluster with the production policy code.
+
+    Options marked [scenario] default to the trace's scenario (the demo's cluster for
+    ``--trace demo``, the generic one otherwise); ``--calibrate`` replaces what a real run
+    measured.
+    """
     try:
         loaded = traces.load(trace, tail)
-        model = simulator.ClusterModel(
-            executor_rate=executor_rate,
-            partitions=partitions,
-            splits_per_partition=splits,
-            start_delay_s=start_delay,
-            stop_delay_s=stop_delay,
-            rescale_pause_s=rescale_pause,
-            control_interval_s=control_interval,
-            rate_jitter=jitter,
-            seed=seed,
-            caught_up_s=caught_up,
-            target_time_lag_s=target_time_lag,
-            reversal_window_s=window,
+        scenario = simulator.scenario_for(loaded.name if trace in traces.BUILTIN else "")
+        overrides: dict[str, Any] = {
+            "executor_rate": executor_rate,
+            "fixed_cost_s": fixed_cost,
+            "trigger_interval_s": trigger_interval,
+            "partitions": partitions,
+            "splits_per_partition": splits,
+            "start_delay_s": start_delay,
+            "stop_delay_s": stop_delay,
+            "rescale_pause_s": rescale_pause,
+            "warmup_s": warmup,
+            "control_interval_s": control_interval,
+            "rate_jitter": jitter,
+            "caught_up_s": caught_up,
+            "target_time_lag_s": target_time_lag,
+        }
+        model = replace(
+            scenario.model, seed=seed, **{k: v for k, v in overrides.items() if v is not None}
         )
-        config = policy.PolicyConfig(
-            min_executors=min_executors,
-            max_executors=max_executors,
-            stabilization_window_s=window,
+        if max_records_per_trigger is not None:
+            limit = max_records_per_trigger or None
+            model = replace(model, max_records_per_trigger=limit)
+        calibration = None
+        if calibrate is not None:
+            calibration = simulator.calibrate(_read_log(calibrate))
+            model = calibration.apply(model)
+        scenario = replace(
+            scenario,
+            model=model,
+            min_executors=scenario.min_executors if min_executors is None else min_executors,
+            max_executors=scenario.max_executors if max_executors is None else max_executors,
+            stabilization_window_s=(scenario.stabilization_window_s if window is None else window),
+        )
+        model = replace(model, reversal_window_s=scenario.stabilization_window_s)
+        base = policy.PolicyConfig(
             tolerance=tolerance,
             lag_threshold=lag_threshold,
-            target_utilization=target_utilization,
             catch_up_s=catch_up,
             max_up_factor=max_up_factor,
             scale_down_max_factor=scale_down_max_factor,
-            scale_up_delay_s=start_delay,
-            restart_pause_s=rescale_pause,
+            warmup_batches=warmup_batches,
+            urgent_time_lag_s=urgent_time_lag,
         )
+        if target_utilization is not None:
+            base = replace(base, target_utilization=target_utilization)
+        config = scenario.policy_config(base)
         names = simulator.comparison_names(config) if compare else (policy_name,)
         results = [
             simulator.simulate(loaded, model, simulator.resolve(name, config, loaded, model))
@@ -88,14 +143,68 @@ def simulate(
         raise typer.Exit(2) from None
 
     if as_json:
+        if calibration is not None:
+            typer.echo(json.dumps({"calibration": _calibration_dict(calibration)}))
         for result in results:
             typer.echo(json.dumps({"policy": result.strategy, **result.summary.as_dict()}))
     else:
+        if calibration is not None:
+            _print_calibration(calibration, model)
         _print_table(loaded.name, results)
+    if show_actions and not as_json:
+        for result in results:
+            moves = [d for d in result.decisions if d.desired != d.current]
+            steps = ", ".join(f"{d.t} s {d.current}→{d.desired} ({d.reason})" for d in moves)
+            typer.echo(f"{result.strategy}: {steps or 'no action'}")
     if plot is not None:
         write_plot(plot, loaded.name, results)
         if not as_json:
             typer.echo(f"plot written to {plot}")
+
+
+def _read_log(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of a decision log (a ValueError naming the file and line otherwise)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read: {exc}") from None
+    records = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{line_no}: not JSON: {exc.msg}") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}:{line_no}: not a decision record")
+        records.append(record)
+    if not records:
+        raise ValueError(f"{path}: no decision record")
+    return records
+
+
+def _calibration_dict(calibration: simulator.Calibration) -> dict[str, Any]:
+    capacity = calibration.capacity
+    return {
+        "batches": calibration.batches,
+        "fixed_cost_s": capacity.fixed_cost_s,
+        "executor_rate": capacity.rate,
+        "method": str(capacity.method),
+        "note": capacity.note,
+        "control_interval_s": calibration.control_interval_s,
+        "start_delay_s": calibration.start_delay_s,
+    }
+
+
+def _print_calibration(calibration: simulator.Calibration, model: simulator.ClusterModel) -> None:
+    capacity = calibration.capacity
+    assert capacity.fixed_cost_s is not None and capacity.rate is not None
+    typer.echo(
+        f"calibrated on {calibration.batches} batches: fixed cost {capacity.fixed_cost_s:.3f} s, "
+        f"{capacity.rate:,.0f} records/s per executor ({capacity.note}); control interval "
+        f"{model.control_interval_s} s, start delay {model.start_delay_s} s"
+    )
 
 
 def _print_table(trace_name: str, results: list[simulator.SimResult]) -> None:
@@ -103,6 +212,7 @@ def _print_table(trace_name: str, results: list[simulator.SimResult]) -> None:
     table = Table(title=f"trace {trace_name}")
     for column in (
         "policy",
+        "SLO violation s",
         "drain s",
         "max lag",
         "max time lag s",
@@ -118,6 +228,7 @@ def _print_table(trace_name: str, results: list[simulator.SimResult]) -> None:
         s = result.summary
         row = [
             result.strategy,
+            str(s.slo_violation_s),
             str(s.drain_time_s),
             f"{s.max_lag:,.0f}",
             f"{s.max_time_lag_s:.1f}",

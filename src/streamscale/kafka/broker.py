@@ -19,6 +19,7 @@ import contextlib
 import fcntl
 import json
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -178,7 +179,6 @@ def server_properties(layout: Layout, node_id: int, data: Path) -> str:
         "group.initial.rebalance.delay.ms": 0,
         "num.network.threads": 2,
         "num.io.threads": 4,
-        "log.retention.check.interval.ms": 30000,
     }
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
@@ -464,6 +464,42 @@ def stop(data_dir: Path = DEFAULT_DATA_DIR, grace_s: float = STOP_GRACE_S) -> bo
         [node_name(n.node_id) for n in layout.nodes] if layout is not None else []
     )
     return processes.stop_all(data_dir, names, grace_s=grace_s)
+
+
+TOOL_LOG4J2 = """\
+status = error
+appender.err.type = Console
+appender.err.name = err
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = warn
+rootLogger.appenderRef.err.ref = err
+"""
+CONSUMER_GROUPS_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+"""``kafka-consumer-groups.sh``."""
+
+
+def run_tool(main_class: str, args: Sequence[str], *, timeout_s: float = 120.0) -> str:
+    """Run one of Kafka's command-line tools (its main class, e.g. :data:`CONSUMER_GROUPS_TOOL`)
+    with the broker's class path, as its ``bin/*.sh`` script would; return its standard output.
+
+    Logs go to standard error at WARN, as with Kafka's ``tools-log4j2.yaml``. A tool that exits
+    non-zero or outlives ``timeout_s`` raises :class:`BrokerError` with what it printed.
+    """
+    with tempfile.TemporaryDirectory(prefix="kafka-tool-") as tmp:
+        config = Path(tmp) / "log4j2.properties"
+        config.write_text(TOOL_LOG4J2)
+        argv = [jars.java(), "-Xmx256m", f"-Dlog4j2.configurationFile={config}"]
+        argv += ["-cp", jars.classpath(jars.BROKER), main_class, *args]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            raise BrokerError(f"{main_class} did not finish within {timeout_s:.0f} s") from exc
+    if done.returncode != 0:
+        output = (done.stdout + done.stderr).strip()[-2000:]
+        raise BrokerError(f"{main_class} {' '.join(args)} exited {done.returncode}: {output}")
+    return done.stdout
 
 
 @contextmanager

@@ -153,10 +153,6 @@ class OutOfRange:
         """True when records were deleted before being read (offset below earliest)."""
         return self.offset < self.earliest
 
-    @property
-    def reset_to(self) -> int:
-        return self.earliest if self.lost else self.latest
-
     def message(self) -> str:
         what = (
             f"records {self.offset}..{self.earliest - 1} are no longer available"
@@ -209,17 +205,28 @@ def rate_limit(
     latest: Mapping[TopicPartition, int],
     max_records: int | None,
 ) -> Offsets:
-    """End offsets of the next micro-batch: at most ``max_records`` in all, shared by backlog.
+    """End offsets of the next micro-batch under ``maxOffsetsPerTrigger``, as Spark's connector
+    computes them, so that both sources cut the same batches.
 
-    ``start`` must hold an offset for every partition of ``latest``. Like Spark's
-    ``maxOffsetsPerTrigger``, the limit is shared in proportion to each partition's backlog,
-    so that no partition starves; unlike Spark's rounding, shares sum exactly to the limit.
+    ``start`` must hold an offset for every partition of ``latest``. Each partition with a
+    backlog gets ``max_records * backlog / total backlog`` records (in floating point): rounded
+    down, except that a share below one is rounded up so that no partition starves; never past
+    its latest offset. The shares may so sum to a little more or less than the limit. Partitions
+    without a backlog (or whose latest offset lies before their start) end at their latest
+    offset, as does every partition when there is no limit.
     """
-    backlog = {tp: max(0, latest[tp] - start[tp]) for tp in latest}
-    if max_records is None or sum(backlog.values()) <= max_records:
-        return {tp: max(start[tp], latest[tp]) for tp in latest}
-    shares = largest_remainder(max_records, backlog)
-    return {tp: start[tp] + shares[tp] for tp in latest}
+    if max_records is None:
+        return dict(latest)
+    backlog = {tp: latest[tp] - start[tp] for tp in latest if latest[tp] > start[tp]}
+    total = float(sum(backlog.values()))
+    if total < 1:
+        return dict(latest)
+    end = dict(latest)
+    for tp, size in backlog.items():
+        prorate = max_records * (size / total)
+        share = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
+        end[tp] = min(latest[tp], start[tp] + share)
+    return end
 
 
 def ranges(
@@ -234,31 +241,84 @@ def ranges(
     return out
 
 
-def split_ranges(offset_ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """Split ranges so that there are at least ``min_partitions`` of them (as records allow).
+def planned_data_loss(
+    start: Mapping[TopicPartition, int],
+    end: Mapping[TopicPartition, int],
+    added_earliest: Mapping[TopicPartition, int],
+) -> list[str]:
+    """What a planned micro-batch tells of lost records, as Spark's connector reports it.
 
-    Pieces are allotted to ranges in proportion to their size (each keeps at least one), and
-    each range is cut into contiguous near-equal pieces: every record is read exactly once.
+    ``start`` and ``end`` are the batch's offsets; ``added_earliest`` the earliest offsets of
+    partitions in ``end`` but not in ``start`` (new since the last batch). Lost: a partition of
+    ``start`` gone from ``end`` (deleted), a new partition that does not start at offset 0
+    (records deleted before the query saw it), an end offset below the start offset (a start
+    offset beyond the available ones, or a topic deleted and re-created). Those ranges are not
+    read; the next batch goes on from ``end``.
+    """
+    found = []
+    gone = set(start) - set(end)
+    if gone:
+        found.append(f"partitions {tp_names(gone)} have been deleted")
+    for tp, earliest in sorted(added_earliest.items()):
+        if earliest != 0:
+            found.append(
+                f"added partition {tp.topic}-{tp.partition} starts at offset {earliest}, not 0"
+            )
+    for tp in sorted(set(start) & set(end)):
+        if end[tp] < start[tp]:
+            found.append(
+                f"partition {tp.topic}-{tp.partition}: the end offset {end[tp]} is below the "
+                f"start offset {start[tp]} (a start offset beyond the available offsets, or "
+                "the topic deleted and re-created)"
+            )
+    return found
+
+
+def _round_half_up(x: float) -> int:
+    """``x`` to the nearest integer, halves up (Java's ``Math.round``, not Python's ``round``)."""
+    down = math.floor(x)
+    return down + 1 if x - down >= 0.5 else down
+
+
+def _part_count(size: int, total: int, min_partitions: int) -> int:
+    return max(_round_half_up(size / total * min_partitions), 1)
+
+
+def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """``r`` in ``parts`` contiguous pieces, sized against what is left so the remainder goes to
+    the last pieces (10 in 3: 3, 3, 4); empty pieces dropped."""
+    out = []
+    remaining, begin = r.size, r.start
+    for i in range(parts):
+        size = remaining // (parts - i)
+        remaining -= size
+        stop = min(begin + size, r.end)
+        if stop > begin:
+            out.append(OffsetRange(r.topic, r.partition, begin, stop))
+        begin = stop
+    return out
+
+
+def split_ranges(offset_ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+    """Spark tasks of a micro-batch under ``minPartitions``, cut as Spark's connector cuts them.
+
+    Empty ranges are dropped. With fewer non-empty ranges than ``min_partitions``, each range
+    gets ``round(size / total * min_partitions)`` pieces (at least one); the ranges left whole
+    that way are taken out and the others share the remaining ``min_partitions`` in proportion
+    to their sizes. The result is *about* ``min_partitions`` tasks (rounding may give a few more
+    or fewer), each record read exactly once.
     """
     non_empty = [r for r in offset_ranges if r.size > 0]
     if min_partitions is None or len(non_empty) >= min_partitions:
         return non_empty
     total = sum(r.size for r in non_empty)
-    target = min(min_partitions, total)
-    keys = [TopicPartition(str(i), 0) for i in range(len(non_empty))]
-    extra = largest_remainder(
-        target - len(non_empty), {k: r.size - 1 for k, r in zip(keys, non_empty, strict=True)}
-    )
+    whole = {r.tp for r in non_empty if _part_count(r.size, total, min_partitions) == 1}
+    split_total = total - sum(r.size for r in non_empty if r.tp in whole)
+    split_min = max(min_partitions - len(whole), 1)
     out: list[OffsetRange] = []
-    for key, r in zip(keys, non_empty, strict=True):
-        pieces = 1 + extra[key]
-        step = r.size / pieces
-        bounds = [r.start + math.floor(i * step) for i in range(pieces)] + [r.end]
-        out.extend(
-            OffsetRange(r.topic, r.partition, bounds[i], bounds[i + 1])
-            for i in range(pieces)
-            if bounds[i + 1] > bounds[i]
-        )
+    for r in non_empty:
+        parts = 1 if r.tp in whole else _part_count(r.size, split_total, split_min)
+        out.extend(_divide(r, parts))
     return out
 
 

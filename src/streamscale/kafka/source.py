@@ -3,9 +3,9 @@
 Planning runs driver-side in one long-lived Python process (``initialOffset``,
 ``latestOffset``, ``partitions``, ``commit``); records are read on executors by ``read()``,
 which makes its own consumer, reads exactly ``[start, end)`` of one range and returns Arrow
-record batches. Spark's checkpoint is the source of truth for offsets; after each committed
-batch the processed offsets are also committed to a Kafka consumer group so that external lag
-tools see the pipeline.
+record batches. Spark's checkpoint is the source of truth for offsets; the processed offsets
+of each committed batch are mirrored to a Kafka consumer group by
+:class:`streamscale.kafka.commits.GroupCommitter`, for this source and Spark's alike.
 """
 
 from __future__ import annotations
@@ -45,11 +45,13 @@ from streamscale.kafka.offsets import (
     co_partition,
     from_json,
     out_of_range,
+    planned_data_loss,
     ranges,
     rate_limit,
     resolve_specific,
     split_ranges,
     to_json,
+    tp_names,
 )
 from streamscale.kafka.options import SourceOptions
 
@@ -113,8 +115,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         self.include_headers = options.include_headers
         self._admin: KafkaAdmin | None = None
         self._latest: Offsets | None = None
+        self._trigger_available_now = False
         self._available_now: Offsets | None = None
-        self._group_offsets: Offsets = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -137,22 +139,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
             check_co_partitioned(tps)
         return tps
 
-    def _check_range(self, offsets: Offsets, earliest: Offsets, latest: Offsets) -> Offsets:
-        """Apply ``failOnDataLoss`` to offsets outside ``[earliest, latest]``."""
-        bad = out_of_range(offsets, earliest, latest)
-        if not bad:
-            return offsets
+    def _report_data_loss(self, message: str) -> None:
+        """Fail with ``message`` under ``failOnDataLoss`` (the default), else log it."""
         if self.options.fail_on_data_loss:
             raise DataLossError(
-                bad[0].message() + " (set failOnDataLoss=false to skip to available offsets)"
+                f"{message} (set failOnDataLoss=false to go on from the available offsets)"
             )
-        fixed = dict(offsets)
-        for oor in bad:
-            log.warning(
-                "%s: skipping to offset %d (failOnDataLoss=false)", oor.message(), oor.reset_to
-            )
-            fixed[oor.tp] = oor.reset_to
-        return fixed
+        log.warning("%s: skipped (failOnDataLoss=false)", message)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         tps = self._partitions()
@@ -168,7 +161,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
             offsets = resolve_specific(starting, tps, earliest, latest)
         except OffsetError as exc:
             raise OffsetError(f"startingOffsets: {exc}") from None
-        return to_json(self._check_range(offsets, earliest, latest))
+        # Out-of-range start offsets stay as given, as in Spark's connector: records below
+        # the earliest are skipped when read, a start beyond the end offset gives an empty
+        # range and the next batch goes on from the end offset. With failOnDataLoss, fail now.
+        bad = out_of_range(offsets, earliest, latest)
+        if bad:
+            self._report_data_loss("; ".join(oor.message() for oor in bad))
+        return to_json(offsets)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_offsets_per_trigger is not None:
@@ -176,31 +175,30 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._available_now = self.admin.end_offsets(self._partitions())
+        # The end offsets are fetched by the first latestOffset (after initialOffset, as in
+        # Spark's connector) and bound every batch of this run.
+        self._trigger_available_now = True
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, dict[str, int]]:
+        """The next batch's end: the end offsets (under Trigger.AvailableNow, those of the run's
+        first batch), cut by ``maxOffsetsPerTrigger`` as Spark's connector cuts them. An end
+        offset below its start is kept: :meth:`partitions` reports it as data loss."""
         current = from_json(start)
-        # Spark plans batch N+1 only once batch N is committed to the checkpoint, so ``start``
-        # is the processed position: mirror it to the consumer group now, not one batch late.
-        self._commit_group(current)
-        tps = self._partitions()
-        new = [tp for tp in tps if tp not in current]
-        if new:
-            log.info("new partitions %s start at their earliest offset", new)
-            current.update(self.admin.earliest(new))
-        latest = self.admin.end_offsets(tps)
-        self._latest = latest
-        beyond = {tp: off for tp, off in current.items() if tp in latest and off > latest[tp]}
-        if beyond:
-            current.update(self._check_range(beyond, {tp: 0 for tp in beyond}, latest))
-        target = latest
         if self._available_now is not None:
-            cap = self._available_now
-            target = {tp: min(off, cap.get(tp, current[tp])) for tp, off in latest.items()}
-        target = {tp: max(off, current[tp]) for tp, off in target.items()}
+            latest = self._available_now
+        else:
+            latest = self.admin.end_offsets(self._partitions())
+            if self._trigger_available_now:
+                self._available_now = latest
+        self._latest = latest
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        end = rate_limit({tp: current[tp] for tp in target}, target, max_rows)
-        return to_json(end)
+        if max_rows is None:
+            return to_json(latest)
+        new = [tp for tp in latest if tp not in current]
+        if new:
+            log.info("new partitions %s start at their earliest offset", tp_names(new))
+            current.update(self.admin.earliest(new))
+        return to_json(rate_limit(current, latest, max_rows))
 
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
         return to_json(self._latest) if self._latest is not None else None
@@ -208,9 +206,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         begin = from_json(start)
         until = from_json(end)
-        missing = [tp for tp in until if tp not in begin]
-        if missing:
-            begin.update(self.admin.earliest(missing))
+        added = self.admin.earliest([tp for tp in until if tp not in begin])
+        for message in planned_data_loss(begin, until, added):
+            self._report_data_loss(message)
+        begin.update(added)
         if self.options.co_partitioned:
             groups = co_partition(ranges(begin, until), self.options.min_partitions)
             return [KafkaGroupPartition(group) for group in groups]
@@ -218,19 +217,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         return [KafkaInputPartition(r.topic, r.partition, r.start, r.end) for r in planned]
 
     def commit(self, end: dict[str, Any]) -> None:
-        self._commit_group(from_json(end))
-
-    def _commit_group(self, offsets: Offsets) -> None:
-        """Mirror processed offsets to the consumer group (only what moved forward)."""
-        moved = {tp: o for tp, o in offsets.items() if self._group_offsets.get(tp, -1) < o}
-        if not moved:
-            return
-        try:
-            self.admin.commit(self.options.group_id, moved)
-        except Exception as exc:  # the checkpoint is the truth: a failed mirror is a warning
-            log.warning("could not commit offsets to group %s: %s", self.options.group_id, exc)
-            return
-        self._group_offsets.update(moved)
+        """Nothing to release; the consumer group is committed by the session's listener."""
 
     def stop(self) -> None:
         if self._admin is not None:
@@ -275,7 +262,11 @@ def arrow_batch(messages: list[Any], topic: str, partition: int, include_headers
         pa.array(types, pa.int32()),
     ]
     if include_headers:
-        headers = [[{"key": k, "value": v} for k, v in (m.headers() or [])] for m in messages]
+        # A record without headers has a null ``headers`` (not an empty array), as in Spark.
+        headers = [
+            [{"key": k, "value": v} for k, v in hs] if (hs := m.headers()) else None
+            for m in messages
+        ]
         header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
         arrays.append(pa.array(headers, header_type))
     return pa.RecordBatch.from_arrays(arrays, names=source_schema(include_headers).names)
@@ -330,7 +321,8 @@ def _read_range(
                 continue
             deadline = time.monotonic() + options.poll_timeout_s
             last = msgs[-1]
-            if last.offset() < end and list(map(Message.error, msgs)).count(None) == len(msgs):
+            # ``is None``, not ``==``: comparing a KafkaError with None raises a SystemError
+            if last.offset() < end and all(e is None for e in map(Message.error, msgs)):
                 pending.extend(msgs)  # the common case: records only, all inside the range
                 position = last.offset() + 1
                 done = position >= end
@@ -369,7 +361,9 @@ def _read_range(
                         position = max(position, low)
                         done = position >= end
                         if not done:
-                            consumer.seek(CTP(topic, pid, position))
+                            # after a reset error the partition refuses seek(): assign anew
+                            consumer.unassign()
+                            consumer.assign([CTP(topic, pid, position)])
                         break
                     raise RuntimeError(f"Kafka error reading {topic}-{pid}: {err.str()}")
             if len(pending) >= ARROW_BATCH_ROWS or (done and pending):

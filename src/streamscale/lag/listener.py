@@ -16,7 +16,6 @@ have the Kafka shape ``{"topic": {"0": 123}}``; other sources are ignored.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -25,35 +24,34 @@ from typing import Any
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from streamscale.lag.model import (
+    KAFKA_DESCRIPTION,
     BatchStats,
     LagTracker,
     PartitionOffsets,
     ProgressSample,
     TopicPartition,
+    is_kafka_description,
     merge_offsets,
     parse_offsets,
+    query_label,
 )
 
+__all__ = [
+    "KAFKA_DESCRIPTION",
+    "LagListener",
+    "is_kafka_description",
+    "parse_offsets",
+    "parse_timestamp",
+    "query_label",
+    "sample_from_progress",
+]
+
 log = logging.getLogger(__name__)
-
-KAFKA_DESCRIPTION = re.compile(r"PythonMicroBatchStream|KafkaV2|KafkaSource|KafkaMicroBatch")
-"""Descriptions of sources that may be Kafka (the offsets' shape decides)."""
-
-
-def is_kafka_description(description: str) -> bool:
-    """True for descriptions of the streamscale source (any Python stream) or Spark's Kafka."""
-    return bool(KAFKA_DESCRIPTION.search(description or ""))
 
 
 def parse_timestamp(text: str) -> float:
     """Spark's ISO-8601 UTC timestamp (``2026-11-22T11:08:02.324Z``) → epoch seconds."""
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-def query_label(progress: Mapping[str, Any]) -> str:
-    """The ``query`` label: the query's name, or its id when unnamed."""
-    name = progress.get("name")
-    return str(name) if name else str(progress.get("id"))
 
 
 def sample_from_progress(

@@ -7,7 +7,8 @@ scrape always sees the newest sample and its age. Names follow two families:
   durations, executors, scaling decisions, sample age);
 - kafka-lag-exporter's ``kafka_consumergroup_group_*`` with ``cluster_name, group, topic,
   partition`` so that existing dashboards and alerts work unchanged; ``group`` is the consumer
-  group the source commits to, given by ``group_name(query)``.
+  group the query's offsets are committed to (:mod:`streamscale.kafka.commits`), given by
+  ``group_name(query)``.
 
 The per-topic sum is ``streamscale_topic_records_lag``: a gauge named ``..._sum`` is refused
 by ``promtool check metrics`` (reserved for histograms and summaries).
@@ -31,14 +32,14 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
+from streamscale.kafka.groups import query_group
 from streamscale.lag.model import EXECUTOR_STATES, LagTracker, QuerySnapshot
-
-GROUP_PREFIX = "streamscale"
 
 
 def consumer_group(query: str) -> str:
-    """The consumer group the ``streamscale-kafka`` source commits to for a query name."""
-    return f"{GROUP_PREFIX}-{query}"
+    """The consumer group a query's processed offsets are committed to (the group label):
+    :func:`streamscale.kafka.groups.query_group`, the same resolution as the committer's."""
+    return query_group(query)
 
 
 QP = ["query", "topic", "partition"]
@@ -73,6 +74,16 @@ def _families() -> dict[str, Metric]:
             ["query"],
         ),
         ("streamscale_executors", "Executors of a query: target or running.", ["query", "state"]),
+        (
+            "streamscale_batch_fixed_cost_seconds",
+            "Fixed cost of one micro-batch of a query, as the autoscaler fits it.",
+            ["query"],
+        ),
+        (
+            "streamscale_executor_records_per_second",
+            "Records/s one executor processes net of the fixed cost, as the autoscaler fits it.",
+            ["query"],
+        ),
         ("kafka_consumergroup_group_lag", "Group offset lag of a partition.", KLE),
         (
             "kafka_consumergroup_group_lag_seconds",
@@ -149,6 +160,11 @@ class LagCollector(Collector):
             for state in EXECUTOR_STATES:
                 if state in counts:
                     add("streamscale_executors", [query, state], counts[state])
+        for query, (fixed_cost, rate) in sorted(self.tracker.capacities().items()):
+            if fixed_cost is not None:
+                add("streamscale_batch_fixed_cost_seconds", [query], fixed_cost)
+            if rate is not None:
+                add("streamscale_executor_records_per_second", [query], rate)
         decisions = families["streamscale_scaling_decisions"]
         assert isinstance(decisions, CounterMetricFamily)
         for (direction, reason), count in sorted(self.tracker.decisions().items()):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -352,6 +353,7 @@ class LagTracker:
         self._queries: dict[str, _QueryState] = {}
         self._executors: dict[str, dict[str, int]] = {}
         self._decisions: dict[tuple[str, str], int] = {}
+        self._capacity: dict[str, tuple[float | None, float | None]] = {}
 
     # samples ------------------------------------------------------------------------------
     def ingest(self, sample: ProgressSample) -> None:
@@ -406,6 +408,7 @@ class LagTracker:
         with self._lock:
             self._queries.pop(query, None)
             self._executors.pop(query, None)
+            self._capacity.pop(query, None)
 
     def queries(self) -> list[str]:
         with self._lock:
@@ -485,6 +488,18 @@ class LagTracker:
         with self._lock:
             return {q: dict(c) for q, c in self._executors.items()}
 
+    def set_capacity(
+        self, query: str, *, fixed_cost_s: float | None, executor_rate: float | None
+    ) -> None:
+        """Record the autoscaler's capacity estimate of a query (None: unknown)."""
+        with self._lock:
+            self._capacity[query] = (fixed_cost_s, executor_rate)
+
+    def capacities(self) -> dict[str, tuple[float | None, float | None]]:
+        """``{query: (fixed cost s per batch, records/s per executor)}`` as last set."""
+        with self._lock:
+            return dict(self._capacity)
+
     def count_decision(self, direction: str, reason: str, n: int = 1) -> None:
         """Count a scaling decision (direction up|down|none, reason free text, low cardinality)."""
         if n < 0:
@@ -509,6 +524,21 @@ def merge_offsets(
         done = processed[tp]
         out.append(PartitionOffsets(tp[0], tp[1], max(end.get(tp, done), done), done))
     return tuple(out)
+
+
+KAFKA_DESCRIPTION = re.compile(r"PythonMicroBatchStream|KafkaV2|KafkaSource|KafkaMicroBatch")
+"""Descriptions of sources that may be Kafka (the offsets' shape decides)."""
+
+
+def is_kafka_description(description: str) -> bool:
+    """True for descriptions of the streamscale source (any Python stream) or Spark's Kafka."""
+    return bool(KAFKA_DESCRIPTION.search(description or ""))
+
+
+def query_label(progress: Mapping[str, Any]) -> str:
+    """The ``query`` label of a progress: the query's name, or its id when unnamed."""
+    name = progress.get("name")
+    return str(name) if name else str(progress.get("id"))
 
 
 def parse_offsets(raw: Any) -> dict[TopicPartition, int] | None:

@@ -24,10 +24,10 @@ approval without a frame *late*. Approved frames are summed per machine into ses
 Records behind the watermark are counted as late and not paired. A second approval of an
 approved frame in the same batch is a *duplicate*; in a later batch, a late approval.
 
-**How, and why this way.** One query, one checkpoint; the source reads both topics
-co-partitioned (``coPartitioned``: one task reads partition ``p`` of both, as a Kafka Streams
-join task does, so a frame and its approval normally meet in one task), and each
-micro-batch runs in ``foreachBatch``:
+**How, and why this way.** One query, one checkpoint; by default (``kafka_source=auto``) the
+``streamscale-kafka`` source reads both topics co-partitioned (``coPartitioned``: one task
+reads partition ``p`` of both, as a Kafka Streams join task does, so a frame and its
+approval normally meet in one task), and each micro-batch runs in ``foreachBatch``:
 
 1. one Spark job: each task parses its records as Arrow columns (:mod:`.frame_batches`:
    vectorized, no Python call per record), writes the records it cannot use to
@@ -44,8 +44,18 @@ session window in RocksDB, ran at 13-27k frames/s on this machine: two shuffles,
 store update and removal per header, and about 25 µs of JVM time per frame for JSON and hit
 parsing. This one needs no shuffle and keeps state only for what is not yet paired
 (``docs/benchmarks.md``). Topics that are not co-partitioned (a producer that does not key by
-header, or other partition counts, which are refused at start) still give exact results:
-every header then pairs on the driver, which is slower.
+header, or other partition counts, which the co-partitioned read refuses at start) still give
+exact results: every header then pairs on the driver, which is slower.
+
+**Kafka reader.** Spark's connector (``kafka_source=kafka``) reads one topic-partition per
+task, so no task holds both a frame and its approval: every header takes the driver path
+above, with the same exact sessions. Measured with ``benchmarks/pipelines.py --frames 100000
+--game-batch 100000`` and ``--frames 200000 --game-batch 200000``, both readers alternating
+in one warm Spark session on a quiet moment of this shared 2-core machine: co-partitioned
+``streamscale-kafka`` ran 2.1-2.6x the steady rate (113-221k against 53-87k records/s) and
+took 0.7-1.1x the time end to end, median 0.8x (2.6-3.8 s against 3.0-4.1 s for two
+batches, mostly fixed costs); hence the default. Under a load of 5-14 single-source runs
+differed by up to 3x between identical runs.
 
 A restarted query reloads the state of the last committed batch and replays the
 uncommitted one; output and dead letters are at-least-once (a replayed batch may repeat
@@ -71,8 +81,8 @@ from typing import TYPE_CHECKING, Any, Final
 from streamscale.pipelines import checkpoint_files as files
 from streamscale.pipelines import deadletter as dl
 from streamscale.pipelines import sessions as driver
-from streamscale.pipelines.query import ForeachBatchQuery
-from streamscale.settings import Settings
+from streamscale.pipelines.query import ForeachBatchQuery, read_kafka
+from streamscale.settings import KafkaSource, Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -174,11 +184,17 @@ class GameSessions(ForeachBatchQuery):
     """The game-sessions query: build with the settings, :meth:`start`, read :attr:`counts`."""
 
     name = NAME
+    default_source: KafkaSource = "streamscale-kafka"
 
     def __init__(
-        self, settings: Settings, checkpoint: str, topics: GameTopics | None = None
+        self,
+        settings: Settings,
+        checkpoint: str,
+        topics: GameTopics | None = None,
+        source: KafkaSource | None = None,
     ) -> None:
         self.settings = settings
+        self.source = source or settings.source_for(self.default_source)
         self.checkpoint = checkpoint.rstrip("/")
         self.topics = topics or GameTopics()
         self.state = driver.State()
@@ -192,15 +208,17 @@ class GameSessions(ForeachBatchQuery):
         return int(self.settings.session_gap_s * 1000)
 
     def stream(self, spark: SparkSession) -> DataFrame:
-        """Frames and approvals in one co-partitioned source."""
-        return (
-            spark.readStream.format("streamscale-kafka")
-            .options(**self.settings.source_options())
-            .option("subscribe", f"{self.topics.requests},{self.topics.approvals}")
-            .option("coPartitioned", "true")
-            .option("startingOffsets", self.settings.starting_offsets)
-            .option("queryName", self.name)
-            .load()
+        """Frames and approvals in one source: co-partitioned with ``streamscale-kafka``;
+        with Spark's connector each task reads one topic-partition and every header pairs
+        on the driver."""
+        return read_kafka(
+            spark,
+            self.settings,
+            self.source,
+            subscribe=f"{self.topics.requests},{self.topics.approvals}",
+            starting=self.settings.starting_offsets,
+            query_name=self.name,
+            co_partitioned=True,
         )
 
     def counts_of(self, batch_id: int) -> dict[str, int]:

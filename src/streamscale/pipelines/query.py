@@ -1,14 +1,47 @@
 """What both seed pipelines share: a streaming query whose micro-batches run in
-``foreachBatch``, and their counts looked up by the batch id of a progress event."""
+``foreachBatch``, its Kafka reader (Spark's connector or the project's source), and their
+counts looked up by the batch id of a progress event."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from streamscale.settings import KafkaSource, Settings
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+
+def read_kafka(
+    spark: SparkSession,
+    settings: Settings,
+    source: KafkaSource,
+    *,
+    subscribe: str,
+    starting: str,
+    query_name: str,
+    co_partitioned: bool = False,
+) -> DataFrame:
+    """A streaming DataFrame of the topics ``subscribe`` read by ``source``.
+
+    Options only the project's source knows (``queryName``, ``coPartitioned``) go to it
+    alone. Either way the processed offsets are committed to the group
+    ``streamscale-<query_name>`` (:mod:`streamscale.kafka.groups`). ``co_partitioned`` is a
+    wish: Spark's connector reads one topic-partition per task.
+    """
+    reader = (
+        spark.readStream.format(source)
+        .options(**settings.reader_options(source))
+        .option("subscribe", subscribe)
+        .option("startingOffsets", starting)
+    )
+    if source != "kafka":
+        reader = reader.option("queryName", query_name)
+        if co_partitioned:
+            reader = reader.option("coPartitioned", "true")
+    return reader.load()
 
 
 class ForeachBatchQuery:
@@ -17,6 +50,9 @@ class ForeachBatchQuery:
 
     name: str
     checkpoint: str
+    default_source: KafkaSource
+    """The source ``auto`` picks for this pipeline (measured faster end to end)."""
+    source: KafkaSource
 
     def stream(self, spark: SparkSession) -> DataFrame:
         raise NotImplementedError

@@ -20,7 +20,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from streamscale.autoscale.runtime import AutoscaleOptions, start_autoscaler
-from streamscale.settings import Settings
+from streamscale.settings import KafkaSource, Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -35,6 +35,7 @@ class Pipeline(Protocol):
     """What the runner needs of a pipeline."""
 
     name: str
+    source: KafkaSource
 
     def start(self, spark: SparkSession, trigger: Mapping[str, Any]) -> StreamingQuery: ...
 
@@ -228,6 +229,7 @@ def run(
     """
     from streamscale.lag import start_monitor
     from streamscale.spark import session
+    from streamscale.spark import stop as stop_session
 
     extra = elastic_conf(settings.spark_master, autoscale) if autoscale else {}
     spark = session(settings, app_name=f"streamscale-{name}", extra_conf=extra)
@@ -240,14 +242,24 @@ def run(
             echo(f"{name}: metrics at {monitor.server.url}")
         pipeline = make_pipeline(name, settings, checkpoint or checkpoint_for(settings, name))
         if autoscale is not None:
-            controller = start_autoscaler(spark, pipeline.name, monitor.tracker, autoscale)
+            controller = start_autoscaler(
+                spark,
+                pipeline.name,
+                monitor.tracker,
+                autoscale,
+                trigger_interval_s=settings.trigger_interval_s,
+                max_records_per_trigger=settings.max_offsets_per_trigger,
+            )
             echo(
                 f"{name}: autoscaler on ({autoscale.policy} policy, "
                 f"{autoscale.min_executors}-{autoscale.max_executors} executors)"
             )
         with StopRequest() as stop:
             query = pipeline.start(spark, trigger_for(settings, available_now))
-            echo(f"{name}: query {query.id} started ({settings.bootstrap_servers})")
+            echo(
+                f"{name}: query {query.id} started ({settings.bootstrap_servers}, "
+                f"reading with {pipeline.source})"
+            )
             totals = drive(query, pipeline, stop.event, echo)
         error = query.exception()
         if error is not None:
@@ -258,4 +270,4 @@ def run(
             controller.stop()
         if monitor is not None:
             monitor.stop()
-        spark.stop()
+        stop_session(spark)

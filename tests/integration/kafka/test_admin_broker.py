@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_process import cli
 from confluent_kafka import Producer
 
 from streamscale.kafka import broker as embedded
@@ -25,16 +23,6 @@ from streamscale.processes import pid_alive
 from streamscale.settings import Settings
 
 pytestmark = pytest.mark.integration
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "streamscale.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def test_broker_cli_start_status_stop(tmp_path: Path) -> None:

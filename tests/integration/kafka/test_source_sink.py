@@ -13,6 +13,7 @@ from confluent_kafka import Producer
 
 from streamscale.kafka.admin import KafkaAdmin
 from streamscale.kafka.client import producer_config
+from streamscale.kafka.commits import group_committer
 from streamscale.kafka.offsets import TopicPartition
 from streamscale.settings import Settings
 
@@ -196,7 +197,8 @@ def test_max_offsets_per_trigger_is_respected_in_every_batch(
     )
     rows, query = run_to_memory(df, "mopt", checkpoint)
     sizes = [p.numInputRows for p in query.recentProgress if p.numInputRows]
-    assert sizes == [3000, 3000, 3000, 1000]
+    # Spark's connector rounds each partition's share down: a batch may take a few less
+    assert len(sizes) >= 4 and all(n <= 3000 for n in sizes) and sum(sizes) == 10_000
     assert len({(r.partition, r.offset) for r in rows}) == 10_000
 
 
@@ -331,6 +333,8 @@ def test_restart_from_checkpoint_loses_nothing_and_group_matches_checkpoint(
     assert duplicates <= 2000  # at most one micro-batch replayed
 
     # The consumer group mirrors the checkpoint's last committed offsets.
+    committer = group_committer(spark)
+    assert committer is not None and committer.wait_for(query, timeout_s=60)
     commits = sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
     offsets_file = (checkpoint / "offsets" / str(commits[-1])).read_text().splitlines()
     checkpointed = json.loads(offsets_file[2])[source]

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+from cli_process import cli
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
@@ -15,16 +13,6 @@ from streamscale.kafka import broker as embedded
 from streamscale.kafka.client import producer_config
 
 pytestmark = pytest.mark.integration
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "streamscale.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def test_status_json_lists_three_answering_nodes(cluster3: embedded.Broker) -> None:

@@ -10,7 +10,7 @@ from confluent_kafka import Producer
 
 from streamscale.kafka.admin import KafkaAdmin
 from streamscale.kafka.client import producer_config
-from streamscale.settings import Settings
+from streamscale.settings import KafkaSource, Settings
 
 # (key, value, timestamp ms, partition or None for the default partitioner)
 Out = tuple[str | bytes | None, str | bytes | None, int, int | None]
@@ -28,6 +28,11 @@ class Consumed:
 
     def header(self, name: str) -> str:
         return self.headers[name].decode()
+
+
+def other_source(source: KafkaSource) -> KafkaSource:
+    """The Kafka reader that is not ``source``."""
+    return "streamscale-kafka" if source == "kafka" else "kafka"
 
 
 def produce(settings: Settings, topic: str, records: Sequence[Out]) -> list[tuple[int, int]]:
@@ -67,3 +72,22 @@ def consume_all(settings: Settings, topic: str, partitions: int) -> list[Consume
         for m in messages
     ]
     return sorted(out, key=lambda c: (c.partition, c.offset))
+
+
+def assert_group_caught_up(spark: Any, settings: Settings, query: Any, topics: list[str]) -> None:
+    """After a caught-up run, the query's consumer group has the end offset of every
+    partition of ``topics`` committed: any lag tool reads lag 0."""
+    from streamscale.kafka.commits import group_committer
+    from streamscale.kafka.offsets import TopicPartition
+
+    committer = group_committer(spark)
+    assert committer is not None and committer.wait_for(query)
+    admin = KafkaAdmin(settings.kafka_config())
+    try:
+        counts = admin.topics()
+        tps = [TopicPartition(t, p) for t in topics for p in range(counts[t])]
+        ends = admin.end_offsets(tps)
+        committed = admin.committed(f"streamscale-{query.name}", tps)
+    finally:
+        admin.close()
+    assert committed == ends

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipeline_io import consume_all, produce
+from pipeline_io import assert_group_caught_up, consume_all, other_source, produce
 
 from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics
 from streamscale.pipelines.purchase_batches import REF_UNKNOWN
-from streamscale.settings import Settings
+from streamscale.settings import KafkaSource, Settings
 
 pytestmark = pytest.mark.integration
 
@@ -27,10 +27,11 @@ def product(pid: int, name: str | None, ts: int) -> tuple[str, str | None, int, 
     return (str(pid), value, ts, None)
 
 
-def run(spark: Any, pipeline: Enrichment) -> None:
+def run(spark: Any, pipeline: Enrichment) -> Any:
     query = pipeline.start(spark, {"availableNow": True})
     query.awaitTermination(300)
     assert query.exception() is None, query.exception()
+    return query
 
 
 def enriched(settings: Settings, topic: str) -> dict[str, dict[str, Any]]:
@@ -41,9 +42,10 @@ def enriched(settings: Settings, topic: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def test_table_semantics_and_restart_keep_every_name(
-    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path
-) -> None:
+def first_run(
+    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path, source: KafkaSource | None
+) -> tuple[EnrichmentTopics, Enrichment]:
+    """Renames, a tombstone and an unknown product in one run: the known answers."""
     topics = EnrichmentTopics(
         purchases=topic_factory(2, "achats"),
         referential=topic_factory(2, "referentiel", {"cleanup.policy": "compact"}),
@@ -73,8 +75,9 @@ def test_table_semantics_and_restart_keep_every_name(
             purchase("t6", 2, "999.99", T0 + 20),  # same timestamp as the rename: renamed
         ],
     )
-    first = Enrichment(settings, str(checkpoint), topics)
-    run(spark, first)
+    first = Enrichment(settings, str(checkpoint), topics, source)
+    query = run(spark, first)
+    assert_group_caught_up(spark, settings, query, [topics.purchases, topics.referential])
 
     out = enriched(settings, topics.output)
     assert out == {
@@ -91,6 +94,16 @@ def test_table_semantics_and_restart_keep_every_name(
     assert totals["purchases"] == 6 and totals["enriched"] == 6 and totals["unknown"] == 2
     assert totals["referential"] == 5 and totals["referential_applied"] == 5
     assert first.table.names == {1: "Amber Kettle 1", 2: "Brisk Drum 2 v2"}
+    return topics, first
+
+
+def test_table_semantics_and_restart_keep_every_name(
+    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path
+) -> None:
+    """On the pipeline's default source (``auto``)."""
+    settings = settings.model_copy(update={"kafka_source": "auto"})
+    topics, first = first_run(spark, settings, topic_factory, checkpoint, None)
+    assert first.source == Enrichment.default_source
 
     # Restart from the checkpoint in a fresh pipeline object: the table is rebuilt from the
     # compacted topic; later updates and purchases continue from it.
@@ -106,6 +119,7 @@ def test_table_semantics_and_restart_keep_every_name(
         ],
     )
     second = Enrichment(settings, str(checkpoint), topics)
+    assert second.source == Enrichment.default_source
     run(spark, second)
     out = enriched(settings, topics.output)
     assert len(out) == 10
@@ -117,6 +131,16 @@ def test_table_semantics_and_restart_keep_every_name(
     }
     assert sum_counts(second)["purchases"] == 4
     assert consume_all(settings, topics.dlq, 1) == []
+
+
+def test_table_semantics_on_the_other_source(
+    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path
+) -> None:
+    """The same answers when the pipeline reads with the source it does not pick itself (its
+    referential offsets come from the checkpoint's offset log either way)."""
+    source = other_source(Enrichment.default_source)
+    _, pipeline = first_run(spark, settings, topic_factory, checkpoint, source)
+    assert pipeline.source == source
 
 
 def sum_counts(pipeline: Enrichment) -> dict[str, int]:

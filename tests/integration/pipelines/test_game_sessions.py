@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipeline_io import consume_all, produce
+from pipeline_io import consume_all, other_source, produce
 
 from streamscale.pipelines import hits as codec
 from streamscale.pipelines.game_sessions import GameSessions, GameTopics
-from streamscale.settings import Settings
+from streamscale.settings import KafkaSource, Settings
 
 pytestmark = pytest.mark.integration
 
@@ -54,9 +54,10 @@ def sessions(settings: Settings, topic: str) -> list[tuple[str, dict[str, Any]]]
     return sorted(out, key=lambda kv: (kv[0], kv[1]["start"]))
 
 
-def test_sessions_join_within_3s_split_on_gap_and_survive_restart(
-    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path
-) -> None:
+def first_run(
+    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path, source: KafkaSource | None
+) -> tuple[GameTopics, GameSessions, dict[str, int]]:
+    """Approvals in time, too late and missing, undecodable hits, a gap: the known answers."""
     topics = GameTopics(
         requests=topic_factory(2, "rq"),
         approvals=topic_factory(2, "rs"),
@@ -79,7 +80,8 @@ def test_sessions_join_within_3s_split_on_gap_and_survive_restart(
     produce(settings, topics.requests, [r for rq, _ in frames for r in rq])
     produce(settings, topics.approvals, [r for _, rs in frames for r in rs])
 
-    first = run(spark, GameSessions(settings, str(checkpoint), topics))
+    pipeline = GameSessions(settings, str(checkpoint), topics, source)
+    first = run(spark, pipeline)
     # Watermark: min over inputs of (newest event - 10 s) = T0 + 40 s: only A's first session
     # (ends T0 + 5 s + 30 s gap) is closed and written.
     out = sessions(settings, topics.output)
@@ -105,6 +107,25 @@ def test_sessions_join_within_3s_split_on_gap_and_survive_restart(
     assert "ZZ114101 (hex)" in dead[0].header("error.detail")
     assert "2A1141 (length)" in dead[0].header("error.detail")
     assert dead[0].header("source.topic") == topics.requests
+    # 5 frames approved in time, 2 not (one approval came too late); 6 hits decoded, 2 not.
+    assert {k: v for k, v in first.items() if k.startswith("join.") and v} == {
+        "join.approved": 5,
+        "join.unapproved": 2,
+        "join.late_approvals": 1,
+        "join.hits": 6,
+        "join.hits_undecodable": 2,
+    }
+    return topics, pipeline, first
+
+
+def test_sessions_join_within_3s_split_on_gap_and_survive_restart(
+    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path
+) -> None:
+    """On the pipeline's default source (``auto``)."""
+    settings = settings.model_copy(update={"kafka_source": "auto"})
+    topics, pipeline, first = first_run(spark, settings, topic_factory, checkpoint, None)
+    assert pipeline.source == GameSessions.default_source
+    g = A[2]
 
     # Restart: A's second session continues with a frame of the next run; a far frame of C
     # moves the watermark past every open session.
@@ -138,6 +159,16 @@ def test_sessions_join_within_3s_split_on_gap_and_survive_restart(
     assert total["join.hits"] == 8 and total["join.hits_undecodable"] == 2
     assert total["hits_dlq.frames"] == 1 and total["hits_dlq.hits"] == 2
     assert total["frames_dlq.records"] == 0 and total["approvals_dlq.records"] == 0
+
+
+def test_sessions_on_the_other_source(
+    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path
+) -> None:
+    """The same answers when the pipeline reads with the source it does not pick itself
+    (with Spark's connector no task reads both topics: every pair is made by the driver)."""
+    source = other_source(GameSessions.default_source)
+    _, pipeline, _ = first_run(spark, settings, topic_factory, checkpoint, source)
+    assert pipeline.source == source
 
 
 def test_topics_not_co_partitioned_pair_on_the_driver_with_the_same_sessions(
@@ -178,7 +209,7 @@ def test_topics_not_co_partitioned_pair_on_the_driver_with_the_same_sessions(
     produce(settings, topics.approvals, approvals)
 
     small = settings.model_copy(update={"max_offsets_per_trigger": 150})
-    pipeline = GameSessions(small, str(checkpoint), topics)
+    pipeline = GameSessions(small, str(checkpoint), topics, "streamscale-kafka")
     totals = run(spark, pipeline)
 
     def records(rows: list[Any]) -> list[Any]:

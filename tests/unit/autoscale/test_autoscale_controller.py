@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from streamscale.autoscale import simulator
 from streamscale.autoscale.actuator import FakeActuator
 from streamscale.autoscale.controller import Controller, observation
 from streamscale.autoscale.policy import PolicyConfig, PolicyKind, Reason
@@ -57,38 +60,92 @@ def test_no_metrics_holds_and_never_reads_zero_lag(tmp_path: Path) -> None:
     assert actuator.history == []
 
 
+def feed_batches(
+    tracker: LagTracker, t0: float, sizes: list[int], first_id: int = 1, executors: int = 1
+) -> float:
+    """Batches of ``sizes`` records every 10 s from ``t0``, each taking 1 s + records / 250
+    (fixed cost 1 s, 250 records/s on one executor); 400 records/s arrive over 4 partitions
+    and the lag grows. Returns the time of the last one."""
+    done = 0
+    t = t0
+    for i, size in enumerate(sizes, start=1):
+        t = t0 + 10 * i
+        done += size
+        busy = 1.0 + size / (250 * executors)
+        stats = BatchStats(first_id + i - 1, t, size, busy, busy - 0.5)
+        ends = [1000 * i] * 4
+        processed = [done // 4] * 4
+        parts = tuple(
+            PartitionOffsets("in", p, e, d)
+            for p, (e, d) in enumerate(zip(ends, processed, strict=True))
+        )
+        tracker.ingest(ProgressSample("q", t, parts, stats))
+    return t
+
+
 def test_backlog_scales_out_then_back_in_after_the_window(tmp_path: Path) -> None:
     controller, tracker, actuator, clock = make(tmp_path)
-    # 4 partitions, 1000 rec/s arriving, processed at 500 rec/s per busy second: falling behind.
-    t = clock.t
-    for i in range(1, 6):
-        ends = [i * 1000] * 4
-        done = [i * 500] * 4
-        feed(tracker, t - 50 + i * 10, ends, done, i, busy=4.0)
+    feed_batches(tracker, clock.t - 60, [500, 2000, 500, 2000, 500, 2000])
     record = controller.step()
     assert record.direction == "up"
     assert record.outcome == "applied"
     assert actuator.running() == 2
     assert controller.target == 2
+    # the record carries the fitted capacity and the batches seen so far
+    assert record.capacity_method == "fit"
+    assert record.fixed_cost_s == pytest.approx(1.0)
+    assert record.executor_rate == pytest.approx(250.0)
+    assert [b[0] for b in record.batches] == [1, 2, 3, 4, 5, 6]
+    assert record.batches[1] == (2, clock.t - 40 - 9.0, 9.0, 2000, 1)
 
     # caught up: lag 0 for longer than the window → back to 1, once.
     directions = []
     for _ in range(1, 12):
         clock.t += 5
         feed(tracker, clock.t, [20_000] * 4, [20_000] * 4, 0, busy=0.1)
-        directions.append(controller.step().direction)
+        step = controller.step()
+        directions.append(step.direction)
+        assert step.batches == ()  # no new batch: none logged twice
     assert directions.count("down") == 1
     assert "up" not in directions
     assert actuator.running() == 1
 
     lines = [json.loads(line) for line in (tmp_path / "decisions.jsonl").read_text().splitlines()]
     assert len(lines) == 12
-    assert {"time", "query", "running", "desired", "reason", "outcome", "total_lag"} <= set(
-        lines[0]
-    )
+    assert {
+        "time",
+        "query",
+        "running",
+        "desired",
+        "reason",
+        "outcome",
+        "total_lag",
+        "fixed_cost_s",
+        "executor_rate",
+        "capacity_method",
+        "batches",
+    } <= set(lines[0])
     decisions = tracker.decisions()
     assert decisions[("up", record.reason)] == 1
     assert tracker.executors()["q"] == {"target": 1, "running": 1}
+
+
+def test_the_decision_log_calibrates_the_simulator(tmp_path: Path) -> None:
+    """What the controller logs is what ``simulate --calibrate`` needs: the batches it fits
+    give back the pipeline's fixed cost and rate."""
+    controller, tracker, _, clock = make(tmp_path)
+    feed_batches(tracker, clock.t - 60, [500, 2000, 500])
+    controller.step()
+    clock.t += 100
+    assert controller.actuator.running() == 2  # the next batches run on 2 executors
+    feed_batches(tracker, clock.t - 60, [400, 3000, 600], first_id=4, executors=2)
+    controller.step()
+    lines = [json.loads(line) for line in (tmp_path / "decisions.jsonl").read_text().splitlines()]
+    calibration = simulator.calibrate(lines)
+    assert calibration.batches == 6
+    assert calibration.capacity.fixed_cost_s == pytest.approx(1.0)
+    assert calibration.capacity.rate == pytest.approx(250.0)
+    assert calibration.control_interval_s == pytest.approx(100.0)
 
 
 def test_stale_metrics_hold(tmp_path: Path) -> None:
@@ -100,7 +157,9 @@ def test_stale_metrics_hold(tmp_path: Path) -> None:
 
 
 def test_executors_that_never_come_release_the_hold(tmp_path: Path) -> None:
-    controller, tracker, actuator, clock = make(tmp_path, kind=PolicyKind.LAG, lag_threshold=1000.0)
+    controller, tracker, actuator, clock = make(
+        tmp_path, kind=PolicyKind.LAG, lag_threshold=1000.0, warmup_batches=0
+    )
     actuator.delay_applies = 10_000  # granted never
     feed(tracker, clock.t, [50_000] * 4, [0] * 4, 1, busy=1.0)
     assert controller.step().outcome == "applied"
@@ -115,7 +174,9 @@ def test_executors_that_never_come_release_the_hold(tmp_path: Path) -> None:
 
 
 def test_failed_apply_is_logged_and_retried(tmp_path: Path) -> None:
-    controller, tracker, actuator, clock = make(tmp_path, kind=PolicyKind.LAG, lag_threshold=1000.0)
+    controller, tracker, actuator, clock = make(
+        tmp_path, kind=PolicyKind.LAG, lag_threshold=1000.0, warmup_batches=0
+    )
     actuator.fail = True
     feed(tracker, clock.t, [50_000] * 4, [0] * 4, 1, busy=1.0)
     record = controller.step()
@@ -174,3 +235,20 @@ def test_missing_metrics_do_not_shrink_the_partition_cap(tmp_path: Path) -> None
     record = controller.step()
     assert record.reason == Reason.HOLD_MISSING_METRICS and record.desired == 2
     assert actuator.running() == 2
+
+
+def test_the_capacity_estimate_is_exported_on_metrics(tmp_path: Path) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from streamscale.lag.metrics import LagCollector, render
+
+    controller, tracker, _, clock = make(tmp_path)
+    registry = CollectorRegistry()
+    registry.register(LagCollector(tracker, clock=lambda: clock.t))
+    controller.step()  # no batch yet: nothing known, nothing exported
+    assert 'streamscale_executor_records_per_second{query="q"}' not in render(registry)
+    feed_batches(tracker, clock.t - 60, [500, 2000, 500, 2000, 500, 2000])
+    controller.step()
+    text = render(registry)
+    assert 'streamscale_batch_fixed_cost_seconds{query="q"} 1.0' in text
+    assert 'streamscale_executor_records_per_second{query="q"} 250.0' in text

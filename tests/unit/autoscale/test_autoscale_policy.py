@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from streamscale.autoscale.policy import (
     BatchSample,
+    Capacity,
+    CapacityMethod,
     Decision,
     Observation,
     PolicyConfig,
@@ -20,13 +22,15 @@ from streamscale.autoscale.policy import (
     PolicyState,
     Reason,
     decide,
-    executor_rate,
     has_backlog,
     upper_bound,
+    urgent_backlog,
 )
 
 NOW = 1000.0
-RATE = PolicyConfig(min_executors=1, max_executors=8)
+# Sizing figures below are at Flink's 0.7 target utilization with batches of no fixed cost:
+# executors = load / (0.7 × per-executor rate) (cycle budget 5 s, trigger 1 s, no limit).
+RATE = PolicyConfig(min_executors=1, max_executors=8, target_utilization=0.7)
 LAG = replace(RATE, kind=PolicyKind.LAG)
 QUIET = PolicyState(clear_since_s=NOW - 120)  # no backlog for two windows, no change yet
 
@@ -43,13 +47,13 @@ def obs(
     pending: int = 0,
     **overrides: Any,
 ) -> Observation:
-    """An observation with ``lag`` spread over partitions and one saturated batch measuring
-    ``per_executor`` records/s per executor (None: no batch)."""
+    """An observation with ``lag`` spread over partitions and six batches of 1 s and 4 s of
+    work, no fixed cost, that fit ``per_executor`` records/s per executor (None: no batch)."""
     share, extra = divmod(lag, partitions)
     lags = tuple(share + (1 if i < extra else 0) for i in range(partitions))
     batches: tuple[BatchSample, ...] = ()
     if per_executor is not None and executors > 0:
-        batches = (BatchSample(round(per_executor * executors * 10), 10.0, executors),)
+        batches = sized_batches(per_executor, executors, [1, 4, 1, 4, 1, 4])
     fields: dict[str, Any] = {
         "now_s": NOW,
         "executors": executors,
@@ -65,6 +69,25 @@ def obs(
     fields.update(overrides)
     return Observation(**fields)
 
+
+def sized_batches(
+    per_executor: float, executors: int, seconds: list[float], fixed: float = 0.0
+) -> tuple[BatchSample, ...]:
+    """Batches of ``seconds`` of work each (plus ``fixed``), started before ``NOW``."""
+    return tuple(
+        BatchSample(round(per_executor * executors * s), fixed + s, executors, NOW - 60 + 5 * i)
+        for i, s in enumerate(seconds)
+    )
+
+
+# The demo's symptom: 1 592 records/s in, batches of ~1 600 records taking ~1.1 s at lag 0
+# (1 s of it fixed cost) read as 1 429 records/s of an executor and scaled out. All about the
+# same size, they measure no rate: the policy holds.
+DEMO_SMALL = tuple(
+    BatchSample(1600 + 13 * (i % 5), 1.1 + 0.02 * (i % 3), 1, NOW - 30 + i) for i in range(25)
+)
+# ... and after a burst of batches at the 20 000 limit, the fit finds the executor's real rate.
+DEMO_BURST = DEMO_SMALL + tuple(BatchSample(20_000, 1.67, 1, NOW - 4 + i) for i in range(4))
 
 CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
     # metrics: an outage is never read as zero lag
@@ -127,13 +150,35 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
         Reason.SCALE_UP_BACKLOG,
     ),
     # rate policy sizing
-    # 4500/0.7 + 50000/300 + 4500*18/300 = 6865 rec/s → 6.87 / 1.1 → 7
+    # 4 executors drain the 10 000 records beyond in-flight work in 20 s (< 30 s): catch-up
+    # 300 s. 3500/0.7 + 27600/300 + 3500*18/300 = 5302 rec/s → 5.30 / 1.1 → 5
     (
         "rate: backlog",
         RATE,
         QUIET,
-        obs(executors=2, input_rate=4500, lag=50_000),
+        obs(executors=4, input_rate=3500, lag=27_600),
+        5,
+        Reason.SCALE_UP_BACKLOG,
+    ),
+    # a sustained overload: 2 executors (2000 rec/s) fall behind, 10 s of time lag, and the
+    # time lag grows at 1 − 2000/4500 until new executors run 18 s later: 20 s < 30 s, the
+    # usual catch-up. 4500/0.7 + 50000/300 + 4500*18/300 = 6865 rec/s → 6.87 / 1.1 → 7
+    (
+        "rate: a sustained overload",
+        RATE,
+        QUIET,
+        obs(executors=2, input_rate=4500, lag=50_000, time_lag_s=10.0),
         7,
+        Reason.SCALE_UP_BACKLOG,
+    ),
+    # a burst: 195 000 records beyond in-flight work, 10 s old, drained at 2000 rec/s, would
+    # wait up to 10 + 97 s: drained within 30 − 10 − 18 = 2 s instead → up to the bound
+    (
+        "rate: a burst that would pass the urgent bound",
+        RATE,
+        QUIET,
+        obs(executors=2, input_rate=1000, lag=200_000, time_lag_s=10.0),
+        8,
         Reason.SCALE_UP_BACKLOG,
     ),
     # 2000/0.7 + 2000*18/300 = 2977 → 2.98 / 1.1 → 3
@@ -156,7 +201,8 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
         3,
         Reason.SCALE_UP_RATE,
     ),
-    ("rate: unmeasured", RATE, QUIET, obs(per_executor=None), 2, Reason.HOLD_UNMEASURED_RATE),
+    # no batch yet: the query is starting, nothing is measured
+    ("rate: unmeasured", RATE, QUIET, obs(per_executor=None), 2, Reason.HOLD_WARMING_UP),
     (
         "start from zero",
         replace(RATE, min_executors=0),
@@ -255,7 +301,7 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
         QUIET,
         obs(executors=2, input_rate=10, per_executor=None),
         2,
-        Reason.HOLD_UNMEASURED_RATE,
+        Reason.HOLD_WARMING_UP,
     ),
     ("lag: down to min", LAG, QUIET, obs(executors=2, lag=0), 1, Reason.SCALE_DOWN_IDLE),
     ("at min already", LAG, QUIET, obs(executors=1, lag=0), 1, Reason.BOUNDED_MIN),
@@ -296,6 +342,111 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
     ("lag: up", LAG, QUIET, obs(executors=2, lag=50_000), 5, Reason.SCALE_UP_BACKLOG),
     ("lag: tolerance", LAG, QUIET, obs(executors=5, lag=52_000), 5, Reason.HOLD_WITHIN_TOLERANCE),
     ("lag: just outside", LAG, QUIET, obs(executors=5, lag=56_000), 6, Reason.SCALE_UP_BACKLOG),
+    # micro-batches: small batches at lag 0 are no sign of saturation
+    (
+        "demo: small batches at lag 0 hold",
+        replace(RATE, max_executors=2),
+        QUIET,
+        obs(executors=1, input_rate=1592, batches=DEMO_SMALL),
+        1,
+        Reason.HOLD_UNMEASURED_RATE,
+    ),
+    (
+        "demo: the fitted rate needs one executor",
+        replace(RATE, max_executors=2, max_records_per_trigger=20_000),
+        QUIET,
+        obs(executors=2, input_rate=1592, batches=DEMO_BURST),
+        1,
+        Reason.SCALE_DOWN_IDLE,
+    ),
+    (
+        "a remembered fit sizes when batches cannot be fitted",
+        RATE,
+        replace(QUIET, capacity=Capacity(0.0, 1000.0, CapacityMethod.FIT, 6)),
+        obs(executors=2, input_rate=2000, batches=DEMO_SMALL),
+        3,
+        Reason.SCALE_UP_RATE,
+    ),
+    # 10 000 rec/s at 4 000 per executor, a 1 s fixed cost per batch and cycles of at most
+    # 20 000 / (10 000 / 0.7) = 1.4 s: 10 000 / 0.7 / (4 000 × (1 − 1 / 1.4)) = 12.5 → 8
+    (
+        "the fixed cost and the batch limit raise the count",
+        replace(RATE, max_records_per_trigger=20_000),
+        QUIET,
+        obs(
+            executors=2,
+            input_rate=10_000,
+            batches=sized_batches(4000, 2, [1, 4, 1, 4, 1, 4], fixed=1.0),
+        ),
+        8,
+        Reason.SCALE_UP_RATE,
+    ),
+    # warm-up: three batches after the executor set changed
+    (
+        "warming up after a rescale",
+        RATE,
+        replace(QUIET, stable_since_s=NOW - 30, running=2),
+        obs(executors=2, input_rate=5000, batches=sized_batches(1000, 2, [1, 4, 1, 4, 1, 4])),
+        2,
+        Reason.HOLD_WARMING_UP,
+    ),
+    (
+        "warm after three batches",
+        RATE,
+        replace(QUIET, stable_since_s=NOW - 50, running=2),
+        obs(executors=2, input_rate=5000, batches=sized_batches(1000, 2, [1, 4, 1, 4, 1, 4])),
+        7,  # 5000 / 0.7 + 5000 × 18 / 300 = 7443 rec/s → 7.44 / 1.1 → 7
+        Reason.SCALE_UP_RATE,
+    ),
+    (
+        "a new executor count restarts the warm-up",
+        RATE,
+        replace(QUIET, stable_since_s=NOW - 500, running=1),
+        obs(executors=2, input_rate=5000),
+        2,
+        Reason.HOLD_WARMING_UP,
+    ),
+    (
+        "an idle query needs no batch to be warm",
+        RATE,
+        replace(QUIET, stable_since_s=NOW - 1, running=2),
+        obs(executors=2, input_rate=0, per_executor=None),
+        1,
+        Reason.SCALE_DOWN_IDLE,
+    ),
+    # the urgent backlog: a scale-down that proves wrong is reversed inside the window
+    (
+        "up after a recent down, time lag past the bound",
+        RATE,
+        PolicyState(last_change_s=NOW - 30, last_direction=-1, stable_since_s=NOW - 5),
+        obs(executors=2, input_rate=5000, lag=200_000, time_lag_s=31.0),
+        8,
+        Reason.SCALE_UP_URGENT,
+    ),
+    (
+        "up after a recent down, time lag under the bound",
+        RATE,
+        PolicyState(last_change_s=NOW - 30, last_direction=-1),
+        obs(executors=2, input_rate=5000, lag=200_000, time_lag_s=29.0),
+        2,
+        Reason.HOLD_REVERSAL,
+    ),
+    (
+        "urgent and unmeasured: sized on the lower bound",
+        RATE,
+        PolicyState(last_change_s=NOW - 30, last_direction=-1),
+        obs(executors=1, input_rate=1592, lag=200_000, time_lag_s=60.0, batches=DEMO_SMALL),
+        4,  # ~1 460 records/s (fixed cost taken as 0) drains nothing: as far as ×4 allows
+        Reason.SCALE_UP_URGENT,
+    ),
+    (
+        "not urgent and unmeasured: hold",
+        RATE,
+        QUIET,
+        obs(executors=1, input_rate=1592, lag=20_000, time_lag_s=12.0, batches=DEMO_SMALL),
+        1,
+        Reason.HOLD_UNMEASURED_RATE,
+    ),
 ]
 
 
@@ -335,20 +486,24 @@ def test_decision_direction() -> None:
     assert Decision(1, Reason.SCALE_DOWN_IDLE, 2).direction == -1
 
 
-def test_executor_rate_uses_busy_time_and_the_task_cap() -> None:
-    o = obs(
-        executors=4,
-        batches=(BatchSample(3000, 1.0, 2), BatchSample(0, 0.2, 2), BatchSample(1000, 0.5, None)),
-    )
-    # 3000 / (1 × 2) and 1000 / (0.5 × 4 executors now); the empty batch is ignored
-    assert executor_rate(o, tasks_cap=8) == pytest.approx(4000 / 4.0)
-    # with only 2 usable executors, the 4 running count as 2
-    assert executor_rate(o, tasks_cap=2) == pytest.approx(4000 / 3.0)
+def test_decision_carries_the_capacity_and_the_state_remembers_the_fit() -> None:
+    decision, state = decide(RATE, QUIET, obs(input_rate=1000))
+    assert decision.capacity is not None and decision.capacity.method is CapacityMethod.FIT
+    assert decision.capacity.rate == pytest.approx(1000)
+    assert state.capacity == decision.capacity
+    later, _ = decide(RATE, state, obs(input_rate=1000, batches=DEMO_SMALL))
+    assert later.capacity is not None and later.capacity.method is CapacityMethod.REMEMBERED
+    assert later.capacity.rate == pytest.approx(1000)
 
 
-def test_backlog_threshold() -> None:
+def test_backlog_thresholds() -> None:
     assert not has_backlog(RATE, obs(input_rate=1000, lag=5100))  # 100 + 5 s of input
     assert has_backlog(RATE, obs(input_rate=1000, lag=5101))
+    assert urgent_backlog(RATE, obs(input_rate=1000, lag=50_000, time_lag_s=30.5))
+    assert not urgent_backlog(RATE, obs(input_rate=1000, lag=50_000, time_lag_s=30.0))
+    # without a time lag: more than 30 s of input (and the floor)
+    assert urgent_backlog(RATE, obs(input_rate=1000, lag=30_101))
+    assert not urgent_backlog(RATE, obs(input_rate=1000, lag=30_100))
 
 
 def test_config_validation() -> None:
@@ -394,6 +549,7 @@ def observations(
                     st.integers(0, 10**6),
                     st.floats(0, 10, allow_nan=False),
                     st.one_of(st.none(), st.integers(0, 14)),
+                    st.one_of(st.none(), st.floats(now - 100, now)),
                 ),
                 max_size=5,
             )
@@ -409,6 +565,7 @@ def observations(
         processed_rate=draw(st.floats(0, 1e5, allow_nan=False)),
         batches=batches,
         metrics_age_s=draw(st.one_of(st.none(), st.floats(0, 60, allow_nan=False))),
+        time_lag_s=draw(st.one_of(st.none(), st.floats(0, 120, allow_nan=False))),
         pending_executors=draw(st.integers(0, 2)),
     )
 
@@ -440,20 +597,55 @@ def test_never_down_with_backlog(config: PolicyConfig, state: PolicyState, o: Ob
 @given(configs(), st.data())
 def test_no_reversal_inside_the_window(config: PolicyConfig, data: st.DataObject) -> None:
     """Over a random run where the cluster follows every decision, two consecutive changes of
-    opposite direction are at least one window apart."""
+    opposite direction are at least one window apart — in both directions — unless the second
+    is an up forced by an urgent backlog."""
     partitions = data.draw(st.integers(1, 10))
     state = PolicyState()
     executors = config.min_executors
     now = 0.0
-    changes: list[tuple[float, int]] = []
+    changes: list[tuple[float, int, Reason]] = []
     for _ in range(data.draw(st.integers(1, 40))):
         now += data.draw(st.sampled_from([1.0, 5.0, 10.0, 30.0]))
         o = data.draw(observations(now=now, executors=executors, partitions=partitions))
         o = replace(o, pending_executors=0, splits_per_partition=1)
         decision, state = decide(config, state, o)
         if decision.direction:
-            changes.append((now, decision.direction))
+            changes.append((now, decision.direction, decision.reason))
+            if decision.reason is Reason.SCALE_UP_URGENT:
+                assert urgent_backlog(config, o)
         executors = decision.desired
-    for (t1, d1), (t2, d2) in itertools.pairwise(changes):
-        if d1 != d2:
+    for (t1, d1, _), (t2, d2, reason) in itertools.pairwise(changes):
+        if d1 != d2 and reason is not Reason.SCALE_UP_URGENT:
             assert t2 - t1 >= config.stabilization_window_s
+
+
+@given(
+    configs(),
+    st.integers(1, 12),
+    st.integers(100, 100_000),
+    st.lists(st.tuples(st.floats(1.0, 1.99), st.floats(0.01, 60.0)), min_size=0, max_size=30),
+    st.floats(0, 1e5),
+)
+def test_small_batches_at_lag_0_never_scale_out(
+    config: PolicyConfig,
+    executors: int,
+    size: int,
+    shapes: list[tuple[float, float]],
+    input_rate: float,
+) -> None:
+    """Without a backlog and without an earlier fit, batches all about one size (whatever
+    they took) never make the rate policy scale out."""
+    config = replace(config, kind=PolicyKind.RATE)
+    o = Observation(
+        now_s=NOW,
+        executors=max(executors, config.min_executors),
+        partitions=12,
+        partition_lag=(0,) * 12,
+        input_rate=input_rate,
+        processed_rate=input_rate,
+        batches=tuple(BatchSample(round(size * f), t, None, NOW - 100) for f, t in shapes),
+        metrics_age_s=1.0,
+    )
+    decision, _ = decide(config, PolicyState(), o)
+    if o.executors <= upper_bound(config, o):
+        assert decision.direction <= 0

@@ -1,17 +1,23 @@
-"""The cluster model, the figures, determinism and the oracle."""
+"""The micro-batch cluster model, the figures, determinism, calibration and the oracle."""
 
 from __future__ import annotations
 
+import itertools
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from streamscale.autoscale import policy, simulator
-from streamscale.autoscale.traces import Trace, step
+from streamscale.autoscale.capacity import CapacityMethod
+from streamscale.autoscale.traces import Trace, demo, step
 
-MODEL = simulator.ClusterModel()
-RATE = policy.PolicyConfig(min_executors=1, max_executors=8, scale_up_delay_s=13, restart_pause_s=5)
+MODEL = simulator.GENERIC.model
+RATE = simulator.GENERIC.policy_config()
 EXACT = replace(MODEL, rate_jitter=0.0)
+# No fixed cost, batches back to back: throughput as a per-second model would have it.
+FLUID = replace(EXACT, fixed_cost_s=0.0, trigger_interval_s=0.0, max_records_per_trigger=None)
 
 
 def flat(rate: float, seconds: int, then: float | None = None, at: int = 0) -> Trace:
@@ -35,27 +41,60 @@ def test_oracle_is_deterministic() -> None:
     assert simulator.oracle(trace, MODEL, 1, 4) == simulator.oracle(trace, MODEL, 1, 4)
 
 
+def test_fifo_time_lag() -> None:
+    # 2000 rec/s into one 1000 rec/s executor: the records of a running batch still count
+    # as lag (committed when it ends), and the time lag is the age of the oldest of them
+    result = simulator.simulate(flat(2000, 20), FLUID, simulator.Fixed(1))
+    for t in (9, 14, 19):
+        done = sum(result.processed[: t + 1])
+        assert result.lag[t] == pytest.approx(2000 * (t + 1) - done)
+        assert result.time_lag_s[t] == pytest.approx(t + 1 - done / 2000)
+    assert sum(result.processed) <= 1000 * 20
+    assert result.summary.slo_violation_s == 0
+
+
+def test_a_batch_pays_its_fixed_cost_at_every_trigger() -> None:
+    # 500 rec/s, one executor of 1000 rec/s, 0.2 s per batch, a 1 s trigger: one batch a
+    # second of ~500 records taking 0.2 + 0.5 s, the executor idle 30 % of the time
+    model = replace(EXACT, fixed_cost_s=0.2, trigger_interval_s=1.0)
+    result = simulator.simulate(flat(500, 30), model, simulator.Fixed(1))
+    steady = result.batches[2:]
+    assert len(steady) >= 25
+    for batch in steady:
+        assert batch.records == pytest.approx(500, abs=2)
+        assert batch.busy_s == pytest.approx(0.2 + batch.records / 1000)
+        assert batch.executors == 1
+    starts = [b.started_s for b in steady if b.started_s is not None]
+    assert all(b - a == pytest.approx(1.0) for a, b in itertools.pairwise(starts))
+    assert max(result.time_lag_s[5:]) < 2.0
+
+
+def test_the_fixed_cost_limits_what_small_batches_carry() -> None:
+    # 900 rec/s on one executor of 1000 rec/s with a 0.5 s fixed cost: batches grow until the
+    # cost amortizes (cycle c / (1 − 0.9) = 5 s); with the 1 s trigger and a 1000-record
+    # limit, a batch carries 1000 records in 1.5 s: 667 rec/s, the lag grows.
+    unlimited = simulator.simulate(flat(900, 120), EXACT, simulator.Fixed(1))
+    assert max(unlimited.time_lag_s[60:]) < 15
+    assert unlimited.batches[-1].records > 2000
+    limited = replace(EXACT, max_records_per_trigger=1000)
+    capped = simulator.simulate(flat(900, 120), limited, simulator.Fixed(1))
+    assert {b.records for b in capped.batches[10:]} == {1000}
+    assert capped.lag[-1] > 20_000
+
+
 def test_seed_changes_the_jitter_only() -> None:
     trace = flat(2000, 120)
     a = simulator.simulate(trace, MODEL, simulator.Fixed(1))
     b = simulator.simulate(trace, replace(MODEL, seed=1), simulator.Fixed(1))
-    assert a.processed != b.processed
+    assert a.batches != b.batches
     assert a.input_rate == b.input_rate
 
 
-def test_fifo_time_lag() -> None:
-    # 2000 rec/s into one 1000 rec/s executor: after 10 s, the records of the first 5 s are done
-    result = simulator.simulate(flat(2000, 10), EXACT, simulator.Fixed(1))
-    assert result.lag[-1] == pytest.approx(10_000)
-    assert result.time_lag_s[-1] == pytest.approx(5.0)
-    assert result.summary.max_time_lag_s == pytest.approx(5.0)
-    assert result.summary.drain_time_s == 0  # never above the 5 s caught-up threshold
-
-
 def test_partition_cap() -> None:
-    model = replace(EXACT, partitions=2)
+    model = replace(FLUID, partitions=2)
     result = simulator.simulate(flat(5000, 20), model, simulator.Fixed(6))
-    assert max(result.processed) == pytest.approx(2000)  # 2 tasks, 4 executors idle
+    assert {b.executors for b in result.batches} == {2}  # 2 tasks, 4 executors idle
+    assert sum(result.processed) <= 2000 * 20
     assert result.summary.executor_seconds == 6 * 20  # but all of them are billed
 
 
@@ -65,17 +104,30 @@ def test_fixed_never_acts() -> None:
     assert result.summary.actions == 0
 
 
-def test_start_delay_and_rescale_pause() -> None:
-    # plan: 1 executor, then 2 from t=10; the second runs at 10 + 13, then 5 s of pause
+def test_start_delay_rescale_pause_and_warm_up() -> None:
+    # plan: 1 executor, then 2 from t=10; the second runs at 10 + 13, then no batch starts
+    # for 5 s, and the first batch after it pays 2 s of warm-up
     model = replace(EXACT, control_interval_s=10, start_delay_s=13, rescale_pause_s=5)
     result = simulator.simulate(flat(500, 60), model, simulator.Plan((1, 2, 2, 2, 2, 2)))
     assert result.running[22] == 1
     assert result.running[23] == 2
-    assert result.processed[23:28] == (0.0,) * 5
-    assert result.processed[28] > 0
+    starts = [b.started_s or 0.0 for b in result.batches]
+    assert not [t for t in starts if 23 <= t < 28]
+    first = next(b for b in result.batches if (b.started_s or 0) >= 28)
+    assert first.executors == 2
+    assert first.busy_s == pytest.approx(model.fixed_cost_s + first.records / 2000 + 2.0)
     # billed: 1 × 60 s plus the second from its request (t=10) on
     assert result.summary.executor_seconds == 60 + 50
     assert result.summary.actions == 1
+
+
+def test_a_kill_delays_the_running_batch() -> None:
+    model = replace(EXACT, rescale_pause_s=5, stop_delay_s=0)
+    trace = flat(3000, 40)
+    kept = simulator.simulate(trace, model, simulator.Plan((3, 3, 3, 3)))
+    killed = simulator.simulate(trace, model, simulator.Plan((3, 2, 2, 2)))
+    assert killed.summary.executor_seconds < kept.summary.executor_seconds
+    assert max(killed.time_lag_s[10:]) > max(kept.time_lag_s[10:]) + 4
 
 
 def test_reversals_count_opposite_actions_inside_the_window() -> None:
@@ -101,10 +153,97 @@ def test_metrics_outage_holds() -> None:
 
 
 def test_rate_policy_on_the_step_trace() -> None:
-    summary = simulator.simulate(step(), MODEL, RATE).summary
+    result = simulator.simulate(step(), MODEL, RATE)
+    summary = result.summary
     assert summary.reversals == 0
-    assert summary.actions <= 4  # two step changes, at most two decisions each
-    assert summary.max_time_lag_s < 30
+    assert summary.actions <= 2 * 2 + 1  # two step changes
+    assert summary.slo_violation_s == 0
+    # it sized with the capacity fitted on the simulated batches, not the model's own
+    fitted = [d for d in result.decisions if d.executor_rate is not None and d.t > 200]
+    assert fitted
+    assert all(d.executor_rate == pytest.approx(1000, rel=0.1) for d in fitted)
+    assert all(d.fixed_cost_s == pytest.approx(0.5, abs=0.1) for d in fitted)
+
+
+def test_demo_profile_one_executor_absorbs_the_default_burst() -> None:
+    """The demo's default burst (60 000 frames) drains within the SLO on one executor of the
+    demo's scenario: the rate policy and the oracle take no action, steady load none either."""
+    scenario = simulator.DEMO
+    trace = demo()
+    config = scenario.policy_config()
+    rate = simulator.simulate(trace, scenario.model, config)
+    assert rate.summary.actions == 0
+    assert rate.summary.slo_violation_s == 0
+    assert {d.reason for d in rate.decisions} <= {
+        "hold_warming_up",
+        "hold_unmeasured_rate",
+        "hold_steady",
+        "hold_within_tolerance",
+        "bounded_min",
+        "hold_backlog_draining",
+    }
+    oracle = simulator.oracle(trace, scenario.model, 1, 2)
+    assert set(oracle.executors) == {1}
+
+
+def test_demo_profile_a_burst_one_executor_cannot_absorb() -> None:
+    """Three times the default burst: the drain at one executor would pass the 30 s bound,
+    so one scale-out while the lag is there, one scale-in once it is gone, no reversal."""
+    scenario = simulator.DEMO
+    trace = demo(burst_frames=200_000)
+    result = simulator.simulate(trace, scenario.model, scenario.policy_config())
+    actions = [d for d in result.decisions if d.desired != d.current]
+    assert [(d.current, d.desired) for d in actions] == [(1, 2), (2, 1)]
+    up, down = actions
+    burst_at = 36
+    assert up.t - burst_at <= 2 * scenario.model.control_interval_s + 5  # after warm-up batches
+    assert result.lag[up.t] > 0
+    assert result.time_lag_s[down.t] <= scenario.model.caught_up_s
+    assert result.summary.reversals == 0
+
+
+def test_calibration_recovers_the_model_from_its_batches() -> None:
+    """A decision log written from a simulated run gives back the model's fixed cost and
+    rate, the control interval and the scale-up delay."""
+    scenario = simulator.DEMO
+    model = replace(scenario.model, executor_rate=20_000.0, fixed_cost_s=0.7)
+    trace = demo(burst_frames=200_000)
+    result = simulator.simulate(trace, model, scenario.policy_config())
+    records = [
+        {
+            "time": float(d.t),
+            "running": result.running[d.t - 1],
+            "desired": d.desired,
+            "direction": "up" if d.desired > d.current else "none",
+            "outcome": "applied" if d.desired != d.current else "held",
+            "batches": [
+                [i, b.started_s, b.busy_s, b.records, b.executors]
+                for i, b in enumerate(result.batches)
+                if b.started_s is not None and d.t - 5 <= b.started_s + b.busy_s < d.t
+            ],
+        }
+        for d in result.decisions
+    ]
+    calibration = simulator.calibrate(records)
+    assert calibration.capacity.method is CapacityMethod.FIT
+    assert calibration.capacity.rate == pytest.approx(20_000, rel=0.1)
+    assert calibration.capacity.fixed_cost_s == pytest.approx(0.7, rel=0.1)
+    assert calibration.control_interval_s == 5.0
+    assert calibration.start_delay_s is not None
+    assert abs(calibration.start_delay_s - model.start_delay_s) <= 5
+    calibrated = calibration.apply(scenario.model)
+    assert calibrated.fixed_cost_s == calibration.capacity.fixed_cost_s
+    assert calibrated.control_interval_s == 5
+
+
+def test_calibration_never_invents_a_capacity() -> None:
+    steady = [{"time": float(t), "batches": [[t, float(t), 1.1, 1600, 1]]} for t in range(30)]
+    calibration = simulator.calibrate(steady)
+    assert not calibration.capacity.known
+    with pytest.raises(ValueError, match="does not measure the capacity"):
+        calibration.apply(MODEL)
+    with pytest.raises(ValueError, match="not a decision log record"):
+        simulator.calibrate([{"time": 1.0, "batches": [[1, 2]]}])
 
 
 def test_oracle_meets_the_target_and_beats_fixed_max() -> None:
@@ -144,3 +283,30 @@ def test_resolve() -> None:
 def test_model_validation() -> None:
     with pytest.raises(ValueError, match="rate_jitter"):
         simulator.ClusterModel(rate_jitter=1.5)
+
+
+REAL_LOG = Path(__file__).with_name("demo_decisions.jsonl")
+"""The decision log of a real ``streamscale demo`` run with its defaults (2-core machine,
+2026-11-23): 0 scale-out, 0 scale-in, max lag 111 143 records, max time lag 21.2 s."""
+
+
+def test_a_real_demo_log_calibrates_the_demo_scenario() -> None:
+    records = [json.loads(line) for line in REAL_LOG.read_text().splitlines()]
+    calibration = simulator.calibrate(records)
+    assert calibration.batches == 45
+    assert calibration.capacity.method is CapacityMethod.FIT
+    # the demo scenario carries these figures
+    assert calibration.capacity.fixed_cost_s == pytest.approx(
+        simulator.DEMO.model.fixed_cost_s, rel=0.05
+    )
+    assert calibration.capacity.rate == pytest.approx(simulator.DEMO.model.executor_rate, rel=0.05)
+    assert calibration.control_interval_s == pytest.approx(5.0, abs=0.1)
+    # the real run held at lag 0 with small batches: no decision was taken on them
+    assert {r["direction"] for r in records} == {"none"}
+    assert all(r["reason"] != "hold_steady" or r["capacity_method"] == "fit" for r in records)
+    # simulated with it, the demo profile behaves as the real run did
+    model = calibration.apply(simulator.DEMO.model)
+    result = simulator.simulate(demo(), model, simulator.DEMO.policy_config())
+    assert result.summary.actions == 0
+    assert result.summary.max_lag == pytest.approx(111_143, rel=0.15)
+    assert result.summary.max_time_lag_s == pytest.approx(21.2, abs=5)

@@ -9,7 +9,7 @@ import pytest
 from streamscale.autoscale import traces
 
 
-@pytest.mark.parametrize("name", sorted(traces.BUILTIN))
+@pytest.mark.parametrize("name", sorted(set(traces.BUILTIN) - {"demo"}))
 def test_builtin(name: str) -> None:
     trace = traces.load(name)
     rates = trace.per_second()
@@ -22,6 +22,18 @@ def test_step_shape() -> None:
     trace = traces.step()
     assert trace.step_changes == 2
     assert (trace.rate_at(119), trace.rate_at(120), trace.rate_at(720)) == (1000, 4500, 1000)
+
+
+def test_demo_profile() -> None:
+    """``streamscale demo``'s defaults: 800 frames/s (1 592 records/s) for 36 s, 60 000
+    frames in 2 s, 800 frames/s for 72 s, then nothing."""
+    trace = traces.load("demo")
+    rates = trace.per_second()
+    steady = 800 * (1 + 100 / 101)
+    assert rates[0] == rates[35] == rates[38] == rates[109] == pytest.approx(steady, abs=0.01)
+    assert sum(rates[36:38]) == pytest.approx(60_000 * (1 + 100 / 101), abs=1)
+    assert rates[110] == rates[-1] == 0
+    assert trace.duration_s == 200
 
 
 def test_csv(tmp_path: Path) -> None:

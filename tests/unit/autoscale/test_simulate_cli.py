@@ -5,11 +5,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from streamscale.cli.main import app
 
-KEYS = {"drain_time_s", "max_lag", "max_time_lag_s", "executor_seconds", "actions", "reversals"}
+KEYS = {
+    "slo_violation_s",
+    "drain_time_s",
+    "max_lag",
+    "max_time_lag_s",
+    "executor_seconds",
+    "actions",
+    "reversals",
+}
 runner = CliRunner()
 
 
@@ -41,8 +50,45 @@ def test_compare_table() -> None:
         app, ["simulate", "--trace", "step", "--compare", "--max-executors", "6"]
     )
     assert result.exit_code == 0, result.output
-    for name in ("rate", "lag", "fixed:1", "fixed:6", "oracle", "exec-s/oracle"):
+    for name in ("rate", "lag", "fixed:1", "fixed:6", "oracle", "exec-s/oracle", "SLO"):
         assert name in result.stdout
+
+
+def test_demo_trace_takes_the_demo_scenario() -> None:
+    result = runner.invoke(app, ["simulate", "--trace", "demo", "--compare", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.stdout.strip().splitlines()]
+    assert [r["policy"] for r in rows] == ["rate", "lag", "fixed:1", "fixed:2", "oracle"]
+
+
+def write_log(path: Path, fixed: float, rate: float) -> None:
+    """A decision log whose batches take ``fixed + records / rate`` seconds."""
+    lines = []
+    for step in range(12):
+        sizes = [1600, 1600, 20_000] if step % 2 else [1500, 1700]
+        batches = [
+            [step * 10 + i, 1000.0 + step * 5 + i, round(fixed + size / rate, 4), size, 1]
+            for i, size in enumerate(sizes)
+        ]
+        record = {"time": 1005.0 + step * 5, "running": 1, "desired": 1, "batches": batches}
+        lines.append(json.dumps(record))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_calibrate_fits_the_log_and_simulates_with_it(tmp_path: Path) -> None:
+    log = tmp_path / "decisions.jsonl"
+    write_log(log, fixed=0.8, rate=25_000.0)
+    args = ["simulate", "--trace", "demo", "--calibrate", str(log), "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    first, *rows = [json.loads(line) for line in result.stdout.strip().splitlines()]
+    calibration = first["calibration"]
+    assert calibration["fixed_cost_s"] == pytest.approx(0.8, abs=0.01)
+    assert calibration["executor_rate"] == pytest.approx(25_000, rel=0.01)
+    assert calibration["control_interval_s"] == 5.0
+    assert [r["policy"] for r in rows] == ["rate"]
+    table = runner.invoke(app, ["simulate", "--trace", "demo", "--calibrate", str(log)])
+    assert "calibrated on 30 batches: fixed cost 0.800 s, 25,000 records/s" in table.stdout
 
 
 def test_errors_are_one_line(tmp_path: Path) -> None:
@@ -53,6 +99,8 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
         ["--trace", "nope"],
         ["--policy", "fixed:zero"],
         ["--target-utilization", "0"],
+        ["--calibrate", str(bad)],
+        ["--calibrate", str(tmp_path / "missing.jsonl")],
     ):
         result = runner.invoke(app, ["simulate", *args])
         assert result.exit_code == 2, args

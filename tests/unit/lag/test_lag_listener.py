@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import uuid
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -195,3 +196,61 @@ def test_listener_never_raises() -> None:
     assert listener.errors == 2
     listener.onQueryTerminated(SimpleNamespace(id=uuid.UUID(QUERY_ID)))
     assert tracker.queries() == ["enrich"]  # kept
+
+
+# Progress events recorded from pyspark 4.2.0 for a query on Spark's connector
+# (``format("kafka")``, subscribe one topic of 3 partitions holding 50, 10 and 0 records,
+# maxOffsetsPerTrigger 20, Trigger.AvailableNow, noop sink): four batches, as ``.json``.
+CONNECTOR_PROGRESS: list[dict[str, Any]] = json.loads(
+    (Path(__file__).parent / "progress_kafka_connector.json").read_text()
+)
+
+
+def test_connector_progress_is_kafka() -> None:
+    for progress in CONNECTOR_PROGRESS:
+        (source,) = progress["sources"]
+        assert source["description"] == "KafkaV2[Subscribe[probe]]"
+        assert is_kafka_description(source["description"])
+
+
+@pytest.mark.parametrize(
+    ("batch", "processed", "lag"),
+    [
+        (0, (16, 3, 0), (34, 7, 0)),
+        (1, (32, 6, 0), (18, 4, 0)),
+        (2, (48, 9, 0), (2, 1, 0)),
+        (3, (50, 10, 0), (0, 0, 0)),
+    ],
+)
+def test_connector_progress_samples(
+    batch: int, processed: tuple[int, ...], lag: tuple[int, ...]
+) -> None:
+    """Spark's connector reports the true end offsets as ``latestOffset`` and the processed
+    ones as ``endOffset``: the sample is the lag Kafka's own tools would show."""
+    for as_object in (False, True):
+        raw = copy.deepcopy(CONNECTOR_PROGRESS[batch])
+        progress = StreamingQueryProgress.fromJson(raw) if as_object else raw
+        sample = sample_from_progress(progress)
+        assert sample is not None
+        assert sample.query == "probeq"
+        assert sample.partitions == tuple(
+            PartitionOffsets("probe", p, (50, 10, 0)[p], processed[p]) for p in range(3)
+        )
+        assert tuple(p.end_offset - p.processed_offset for p in sample.partitions) == lag
+        assert sample.batch is not None and sample.batch.batch_id == batch
+        assert sample.batch.records == CONNECTOR_PROGRESS[batch]["numInputRows"]
+        # Spark's own view of the same lag, in the source's metrics.
+        metrics = CONNECTOR_PROGRESS[batch]["sources"][0]["metrics"]
+        assert max(lag) == int(metrics["maxOffsetsBehindLatest"])
+
+
+def test_connector_progress_through_the_listener() -> None:
+    tracker = LagTracker()
+    listener = LagListener(tracker)
+    for progress in CONNECTOR_PROGRESS:
+        listener.onQueryProgress(_event(progress))
+        snap = tracker.snapshot("probeq", parse_timestamp(progress["timestamp"]) + 1)
+        assert snap is not None
+        ends = progress["sources"][0]["endOffset"]["probe"]
+        assert snap.total_lag == 60 - sum(ends.values())
+    assert listener.errors == 0
