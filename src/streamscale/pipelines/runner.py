@@ -227,6 +227,7 @@ def run(
     The lag monitor serves ``/metrics`` on ``settings.metrics_port`` (0: a free port, -1:
     none); with ``autoscale`` the autoscaler drives the executors of the query.
     """
+    from streamscale.kafka.commits import group_committer
     from streamscale.lag import start_monitor
     from streamscale.spark import session
     from streamscale.spark import stop as stop_session
@@ -261,6 +262,9 @@ def run(
                 f"reading with {pipeline.source})"
             )
             totals = drive(query, pipeline, stop.event, echo)
+        committer = group_committer(spark)
+        if committer is not None and not committer.wait_for(query, timeout_s=30.0):
+            echo(f"{name}: warning: the last batch's offsets were not committed to its group")
         error = query.exception()
         if error is not None:
             raise RuntimeError(f"{name} failed: {error}")
