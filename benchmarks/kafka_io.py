@@ -30,13 +30,13 @@ import cpu_use
 from streamscale.kafka import broker as embedded
 from streamscale.kafka.admin import KafkaAdmin, TopicSpec
 from streamscale.kafka.client import producer_config
-from streamscale.settings import Settings
+from streamscale.settings import KafkaSource, Settings
 from streamscale.spark import session
 from streamscale.spark import stop as stop_session
 
 PARTITIONS = 4
-CONNECTOR = "kafka"
-PROJECT = "streamscale-kafka"
+CONNECTOR: KafkaSource = "kafka"
+PROJECT: KafkaSource = "streamscale-kafka"
 
 
 def create(settings: Settings, *topics: str) -> None:
@@ -98,10 +98,10 @@ def steady_rate(query: Any) -> tuple[float, int]:
 
 
 def spark_run(
-    spark: Any, settings: Settings, source: str, topic: str, batch: int, sink: str | None
+    spark: Any, settings: Settings, source: KafkaSource, topic: str, batch: int, sink: str | None
 ) -> Any:
     """``source`` (``kafka`` or ``streamscale-kafka``) → noop, or → the same format's sink."""
-    options = settings.kafka_options() if source == CONNECTOR else settings.source_options()
+    options = settings.reader_options(source)
     df = (
         spark.readStream.format(source)
         .options(**options)
@@ -162,7 +162,7 @@ def main() -> None:
         )
         spark = session(Settings(spark_master=args.master, shuffle_partitions=2))
 
-        def through_spark(source: str, to_kafka: bool) -> Callable[[], tuple[float, str]]:
+        def through_spark(source: KafkaSource, to_kafka: bool) -> Callable[[], tuple[float, str]]:
             def measure() -> tuple[float, str]:
                 sink = None
                 if to_kafka:

@@ -344,8 +344,7 @@ def _experiment(
         pipeline.name,
         monitor.tracker,
         autoscale,
-        trigger_interval_s=settings.trigger_interval_s,
-        max_records_per_trigger=settings.max_offsets_per_trigger,
+        settings=settings,
         on_decision=decisions.append,
     )
     stack.callback(controller.stop)

@@ -12,6 +12,7 @@ from typing import Any
 
 from streamscale.autoscale.controller import Controller, DecisionRecord, SnapshotSource
 from streamscale.autoscale.policy import PolicyConfig, PolicyKind
+from streamscale.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -60,12 +61,14 @@ def start_autoscaler(
     options: AutoscaleOptions,
     *,
     splits_per_partition: int = 1,
-    trigger_interval_s: float = 1.0,
-    max_records_per_trigger: int | None = None,
+    settings: Settings | None = None,
     on_decision: Callable[[DecisionRecord], None] | None = None,
     register_timeout_s: float = 30.0,
 ) -> Controller:
     """Bring the application to ``min_executors`` and start controlling ``query``.
+
+    ``settings`` gives the query's trigger interval and batch limit, which bound what an
+    executor can do per interval (the policy's defaults otherwise).
 
     A standalone application is granted ``spark.cores.max`` worth of executors at start
     (dynamic allocation off), so the first act is to scale down to the minimum — once those
@@ -90,7 +93,9 @@ def start_autoscaler(
         query,
         tracker,
         actuator,
-        options.policy_config(trigger_interval_s, max_records_per_trigger),
+        options.policy_config(settings.trigger_interval_s, settings.max_offsets_per_trigger)
+        if settings is not None
+        else options.policy_config(),
         interval_s=options.interval_s,
         splits_per_partition=splits_per_partition,
         decision_log=options.decision_log,

@@ -248,8 +248,7 @@ def run(
                 pipeline.name,
                 monitor.tracker,
                 autoscale,
-                trigger_interval_s=settings.trigger_interval_s,
-                max_records_per_trigger=settings.max_offsets_per_trigger,
+                settings=settings,
             )
             echo(
                 f"{name}: autoscaler on ({autoscale.policy} policy, "
