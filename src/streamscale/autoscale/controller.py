@@ -1,7 +1,8 @@
 """The controller: every interval, lag signals → policy → actuator, and a decision log.
 
-It runs in the driver next to the query (a daemon thread), reads the lag model's snapshot of
-one query (no Kafka round trip), turns it into the policy's :class:`Observation`, calls the
+It runs in the driver next to the queries (a daemon thread), reads the lag model's snapshots
+of the queries it serves (no Kafka round trip), turns them into the policy's
+:class:`Observation` — several queries on one set of executors are one need, their sum — calls the
 same :func:`~streamscale.autoscale.policy.decide` the simulator uses, applies the result through
 an :class:`~streamscale.autoscale.actuator.Actuator`, and records every decision — holds
 included — as one JSON line and in the metrics (``streamscale_executors{state}``,
@@ -17,9 +18,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -44,6 +46,8 @@ class SnapshotSource(Protocol):
 
     def snapshot(self, query: str, now: float) -> Any: ...
 
+    def snapshots(self, now: float) -> list[Any]: ...
+
     def set_executors(
         self, query: str, *, target: int | None = None, running: int | None = None
     ) -> None: ...
@@ -61,6 +65,7 @@ class DecisionRecord:
 
     time: float
     query: str
+    """The query served, or the queries' names joined by commas (their need was summed)."""
     running: int
     pending: int
     desired: int
@@ -134,21 +139,71 @@ def observation(
     )
 
 
+def splits_for(partitions: int, min_partitions: int | None, default: int = 1) -> int:
+    """Spark tasks per input partition of a source read with ``minPartitions``: the
+    connector splits offset ranges so that a batch has at least ``minPartitions`` tasks."""
+    if not min_partitions:
+        return default
+    return max(1, math.ceil(min_partitions / max(1, partitions)))
+
+
+def combined(parts: Sequence[Observation]) -> Observation:
+    """The observation of several queries sharing the application's executors: their need is
+    the sum — partitions, lags and rates added, tasks added (their splits kept), time lag and
+    metrics age the worst, batches of all (the capacity is fitted across them).
+
+    A query without metrics makes the whole observation one without metrics (the policy holds:
+    a missing lag is never read as zero).
+    """
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    partitions = sum(o.partitions for o in parts)
+    tasks = sum(o.tasks for o in parts)
+    ages = [o.metrics_age_s for o in parts]
+    lags = [o.time_lag_s for o in parts if o.time_lag_s is not None]
+    return Observation(
+        now_s=first.now_s,
+        executors=first.executors,
+        partitions=partitions,
+        partition_lag=tuple(lag for o in parts for lag in o.partition_lag),
+        input_rate=sum(o.input_rate for o in parts),
+        processed_rate=sum(o.processed_rate for o in parts),
+        batches=tuple(
+            sorted(
+                (b for o in parts for b in o.batches),
+                key=lambda b: -math.inf if b.started_s is None else b.started_s,
+            )
+        ),
+        metrics_age_s=None
+        if any(a is None for a in ages)
+        else max(a for a in ages if a is not None),
+        time_lag_s=max(lags) if lags else None,
+        pending_executors=first.pending_executors,
+        splits_per_partition=max(1, math.ceil(tasks / partitions)),
+    )
+
+
 @dataclass
 class Controller:
-    """Drives the executor count of one query.
+    """Drives the executor count of the queries of one application.
+
+    ``query``: the query to serve (its name), several names, or None for every query the lag
+    model knows (every Kafka query of the session). ``min_partitions`` tells a query's
+    ``minPartitions`` (None: not set), so that the parallelism cap counts its tasks.
 
     ``grant_timeout_s``: executors requested but not running after this long are taken as
     never coming (the cluster has no room): the target falls back to what runs, so the
     policy does not hold forever waiting for them.
     """
 
-    query: str
+    query: str | tuple[str, ...] | None
     tracker: SnapshotSource
     actuator: Actuator
     config: PolicyConfig = field(default_factory=PolicyConfig)
     interval_s: float = 10.0
     splits_per_partition: int = 1
+    min_partitions: Callable[[str], int | None] | None = None
     decision_log: Path | None = None
     grant_timeout_s: float = 60.0
     clock: Callable[[], float] = time.time
@@ -161,9 +216,10 @@ class Controller:
         self.target: int | None = None
         self.requested_at: float | None = None
         self.records: list[DecisionRecord] = []
-        self._batch_executors: dict[int, int] = {}
-        self._logged_batch = -1
-        self._partitions = self.config.max_executors * self.config.executor_cores
+        self._batch_executors: dict[str, dict[int, int]] = {}
+        self._logged_batch: dict[str, int] = {}
+        self._partitions: dict[str, int] = {}
+        self._served: tuple[str, ...] = ()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._log_file: IO[str] | None = None
@@ -187,26 +243,46 @@ class Controller:
                     running,
                 )
                 self.target, pending = running, 0
-            snapshot = self.tracker.snapshot(self.query, now)
-            if snapshot is not None:
-                for batch in snapshot.batches:
-                    self._batch_executors.setdefault(batch.batch_id, running)
-                if snapshot.partitions:
-                    self._partitions = len(snapshot.partitions)
-            obs = observation(
-                snapshot,
-                now=now,
-                running=running,
-                pending=pending,
-                splits_per_partition=self.splits_per_partition,
-                batch_executors=self._batch_executors,
-                known_partitions=self._partitions,
+            snapshots = {name: self.tracker.snapshot(name, now) for name in self._names(now)}
+            parts = [
+                self._observe(name, snap, now, running, pending) for name, snap in snapshots.items()
+            ]
+            obs = (
+                combined(parts)
+                if parts
+                else observation(None, now=now, running=running, pending=pending)
             )
             decision, self.state = decide(self.config, self.state, obs)
             result = self._apply(decision, running)
-            record = self._record(now, obs, snapshot, decision, running, pending, result)
+            record = self._record(now, obs, snapshots, decision, running, pending, result)
         self._emit(record)
         return record
+
+    def _names(self, now: float) -> tuple[str, ...]:
+        if isinstance(self.query, str):
+            return (self.query,)
+        if self.query:
+            return self.query
+        return tuple(s.query for s in self.tracker.snapshots(now))
+
+    def _observe(self, name: str, snap: Any, now: float, running: int, pending: int) -> Observation:
+        executors = self._batch_executors.setdefault(name, {})
+        if snap is not None:
+            for batch in snap.batches:
+                executors.setdefault(batch.batch_id, running)
+            if snap.partitions:
+                self._partitions[name] = len(snap.partitions)
+        known = self._partitions.get(name, self.config.max_executors * self.config.executor_cores)
+        minimum = self.min_partitions(name) if self.min_partitions is not None else None
+        return observation(
+            snap,
+            now=now,
+            running=running,
+            pending=pending,
+            splits_per_partition=splits_for(known, minimum, self.splits_per_partition),
+            batch_executors=executors,
+            known_partitions=known,
+        )
 
     def _apply(self, decision: Decision, running: int) -> ApplyResult | None:
         # Re-apply when more executors run than wanted (a kill lost, executors granted before
@@ -223,7 +299,7 @@ class Controller:
         self,
         now: float,
         obs: Observation,
-        snapshot: Any,
+        snapshots: dict[str, Any],
         decision: Decision,
         running: int,
         pending: int,
@@ -232,26 +308,30 @@ class Controller:
         outcome = "held" if result is None else ("applied" if result.ok else "failed")
         capacity = decision.capacity
         batches = []
-        for b in () if snapshot is None else snapshot.batches:
-            if b.batch_id > self._logged_batch:
-                executors = self._batch_executors.get(b.batch_id, running)
-                started = round(b.wall_time - b.busy_s, 3)
-                batches.append((b.batch_id, started, round(b.busy_s, 3), b.records, executors))
-        if batches:
-            self._logged_batch = max(b[0] for b in batches)
+        for name, snapshot in snapshots.items():
+            logged = self._logged_batch.get(name, -1)
+            known = self._batch_executors.get(name, {})
+            for b in () if snapshot is None else snapshot.batches:
+                if b.batch_id > logged:
+                    executors = known.get(b.batch_id, running)
+                    started = round(b.wall_time - b.busy_s, 3)
+                    batches.append((b.batch_id, started, round(b.busy_s, 3), b.records, executors))
+                    self._logged_batch[name] = max(b.batch_id, self._logged_batch.get(name, -1))
+        present = [s for s in snapshots.values() if s is not None]
+        self._served = tuple(snapshots)
         return DecisionRecord(
             time=round(now, 3),
-            query=self.query,
+            query=self.label,
             running=running,
             pending=pending,
             desired=decision.desired,
             reason=str(decision.reason),
             direction=DIRECTIONS[decision.direction],
             outcome=outcome,
-            total_lag=None if snapshot is None else snapshot.total_lag,
-            max_time_lag_s=None if snapshot is None else round(snapshot.max_time_lag_s, 3),
-            input_rate=None if snapshot is None else round(snapshot.input_rate, 1),
-            processed_rate=None if snapshot is None else round(snapshot.processed_rate, 1),
+            total_lag=sum(s.total_lag for s in present) if present else None,
+            max_time_lag_s=round(max(s.max_time_lag_s for s in present), 3) if present else None,
+            input_rate=round(sum(s.input_rate for s in present), 1) if present else None,
+            processed_rate=round(sum(s.processed_rate for s in present), 1) if present else None,
             fixed_cost_s=None if capacity is None else _round(capacity.fixed_cost_s),
             executor_rate=None if capacity is None else _round(capacity.rate),
             capacity_method=None if capacity is None else str(capacity.method),
@@ -263,21 +343,29 @@ class Controller:
             batches=tuple(batches),
         )
 
+    @property
+    def label(self) -> str:
+        """The ``query`` of the decision records: the name, or the names served last."""
+        if isinstance(self.query, str):
+            return self.query
+        return ",".join(self._served or self.query or ())
+
     def _emit(self, record: DecisionRecord) -> None:
         self.records.append(record)
-        self.tracker.set_executors(
-            self.query,
-            target=self.target if self.target is not None else record.running,
-            running=record.running,
-        )
-        self.tracker.set_capacity(
-            self.query, fixed_cost_s=record.fixed_cost_s, executor_rate=record.executor_rate
-        )
+        for name in self._served:
+            self.tracker.set_executors(
+                name,
+                target=self.target if self.target is not None else record.running,
+                running=record.running,
+            )
+            self.tracker.set_capacity(
+                name, fixed_cost_s=record.fixed_cost_s, executor_rate=record.executor_rate
+            )
         self.tracker.count_decision(record.direction, record.reason)
         if record.outcome != "held":
             log.info(
                 "%s: %s to %d executors (%s): %s",
-                self.query,
+                record.query or "(no query)",
                 record.direction,
                 record.desired,
                 record.reason,
@@ -298,7 +386,7 @@ class Controller:
         if self._thread is not None:
             return
         self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name=f"autoscaler-{self.query}")
+        self._thread = threading.Thread(target=self._loop, name=f"autoscaler-{self.label}")
         self._thread.daemon = True
         self._thread.start()
 

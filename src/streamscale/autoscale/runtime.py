@@ -1,11 +1,14 @@
 """Wiring the autoscaler onto a live SparkSession: the options ``streamscale run --autoscale``
-and the demo share, and the one function that starts a controller for a query."""
+and the demo share, the one function that starts a controller for some or all of the
+session's queries, and what it reads of them from the JVM (their ``minPartitions``)."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,8 @@ from typing import Any
 from streamscale.autoscale.controller import Controller, DecisionRecord, SnapshotSource
 from streamscale.autoscale.policy import PolicyConfig, PolicyKind
 from streamscale.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -54,9 +59,41 @@ class AutoscaleOptions:
         )
 
 
+class MinPartitions:
+    """``minPartitions`` of a running query's Kafka sources (summed), read once per run from
+    the options its streaming relations carry in the JVM; None when unset or unreadable."""
+
+    def __init__(self, spark: Any) -> None:
+        self._spark = spark
+        self._known: dict[tuple[str, str], int | None] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, name: str) -> int | None:
+        from streamscale.kafka.commits import jvm_source_options
+
+        for query in self._spark.streams.active:
+            if (query.name or str(query.id)) != name:
+                continue
+            key = (name, str(query.runId))
+            with self._lock:
+                if key in self._known:
+                    return self._known[key]
+            try:
+                sources = jvm_source_options(query._jsq.streamingQuery())
+                found = [int(o["minPartitions"]) for _, o in sources if o.get("minPartitions")]
+                value = sum(found) if found else None
+            except Exception as exc:  # the plan is not readable yet (the query is starting)
+                log.debug("minPartitions of %s not readable yet: %s", name, exc)
+                return None
+            with self._lock:
+                self._known[key] = value
+            return value
+        return None
+
+
 def start_autoscaler(
     spark: Any,
-    query: str,
+    query: str | Sequence[str] | None,
     tracker: SnapshotSource,
     options: AutoscaleOptions,
     *,
@@ -65,7 +102,8 @@ def start_autoscaler(
     on_decision: Callable[[DecisionRecord], None] | None = None,
     register_timeout_s: float = 30.0,
 ) -> Controller:
-    """Bring the application to ``min_executors`` and start controlling ``query``.
+    """Bring the application to ``min_executors`` and start controlling ``query`` (a name,
+    several names, or None: every Kafka query of the session, their need summed).
 
     ``settings`` gives the query's trigger interval and batch limit, which bound what an
     executor can do per interval (the policy's defaults otherwise).
@@ -76,6 +114,12 @@ def start_autoscaler(
     """
     from streamscale.autoscale.actuator import SparkActuator
 
+    master = str(spark.sparkContext.master)
+    if master.startswith("local"):
+        raise RuntimeError(
+            f"the master is {master}: autoscaling needs a cluster manager that takes executor "
+            "requests (standalone spark://, Kubernetes), not local mode"
+        )
     actuator = SparkActuator(spark)
     granted = actuator.max_executors or options.max_executors
     deadline = time.monotonic() + register_timeout_s
@@ -90,7 +134,7 @@ def start_autoscaler(
             "needs a cluster manager that takes them (standalone, Kubernetes), not local[*]"
         )
     controller = Controller(
-        query,
+        query if query is None or isinstance(query, str) else tuple(query),
         tracker,
         actuator,
         options.policy_config(settings.trigger_interval_s, settings.max_offsets_per_trigger)
@@ -98,6 +142,7 @@ def start_autoscaler(
         else options.policy_config(),
         interval_s=options.interval_s,
         splits_per_partition=splits_per_partition,
+        min_partitions=MinPartitions(spark),
         decision_log=options.decision_log,
         on_decision=on_decision,
     )

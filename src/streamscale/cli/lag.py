@@ -21,7 +21,7 @@ from typing import Any
 import typer
 from prometheus_client.parser import text_string_to_metric_families
 
-from streamscale.lag.model import TopicPartition, parse_offsets, records_lag
+from streamscale.lag.model import TopicPartition, merge_offsets, parse_offsets, records_lag
 from streamscale.settings import Settings
 
 
@@ -124,24 +124,35 @@ def committed_offsets(checkpoint: Path) -> tuple[int, dict[TopicPartition, int]]
 def rows_from_offsets(
     query: str, processed: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]
 ) -> list[LagRow]:
-    """Rows from processed and end offsets (no time lag)."""
+    """Rows from processed and end offsets (no time lag), paired as the lag model pairs them
+    (:func:`~streamscale.lag.model.merge_offsets`): a partition the checkpoint has not reached
+    yet shows its whole log as lag."""
     rows = []
-    for tp in sorted(processed):
-        done = processed[tp]
-        last = end.get(tp)
-        lag = records_lag(last, done) if last is not None else None
-        rows.append(LagRow(query, tp[0], tp[1], last, done, lag, None))
+    for p in merge_offsets(end, processed):
+        if (p.topic, p.partition) in end:
+            lag = records_lag(p.end_offset, p.processed_offset)
+            rows.append(
+                LagRow(query, p.topic, p.partition, p.end_offset, p.processed_offset, lag, None)
+            )
+        else:  # the broker did not report it (the partition is gone): unknown, not zero
+            rows.append(LagRow(query, p.topic, p.partition, None, p.processed_offset, None, None))
     return rows
 
 
 def end_offsets(settings: Settings, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-    """True end offsets from the broker (through the Kafka admin module)."""
+    """True end offsets from the broker (through the Kafka admin module) of every partition of
+    the topics of ``tps`` (so that one added since the last batch counts too)."""
     from streamscale.kafka.admin import KafkaAdmin
     from streamscale.kafka.offsets import TopicPartition as KTP
 
+    tps = list(tps)
     admin = KafkaAdmin(settings.kafka_config(), settings.request_timeout_s)
     try:
-        found = admin.end_offsets([KTP(t, p) for t, p in tps])
+        topics = admin.topics()
+        wanted = {KTP(t, p) for t, p in tps}
+        for topic in {t for t, _ in tps}:
+            wanted |= {KTP(topic, p) for p in range(topics.get(topic, 0))}
+        found = admin.end_offsets(sorted(wanted))
     finally:
         admin.close()
     return {(tp[0], tp[1]): int(off) for tp, off in found.items()}

@@ -27,12 +27,10 @@ from streamscale.lag.model import (
     KAFKA_DESCRIPTION,
     BatchStats,
     LagTracker,
-    PartitionOffsets,
     ProgressSample,
-    TopicPartition,
     is_kafka_description,
-    merge_offsets,
     parse_offsets,
+    progress_offsets,
     query_label,
 )
 
@@ -62,28 +60,14 @@ def sample_from_progress(
 ) -> ProgressSample | None:
     """One progress (a ``StreamingQueryProgress`` or its parsed JSON) → a sample.
 
-    None when no source of the query is Kafka. Records of the batch are those of its Kafka
-    sources; its busy time is the trigger's duration.
+    None when no Kafka source of the query reported its offsets
+    (:func:`~streamscale.lag.model.progress_offsets`). Records of the batch are those of its
+    Kafka sources; its busy time is the trigger's duration.
     """
-    processed: dict[TopicPartition, int] = {}
-    end: dict[TopicPartition, int] = {}
-    records = 0
-    found = False
-    for source in progress.get("sources") or ():
-        if not is_kafka(str(source.get("description", ""))):
-            continue
-        done = parse_offsets(source.get("endOffset"))
-        if done is None:
-            continue
-        found = True
-        latest = parse_offsets(source.get("latestOffset")) or {}
-        for tp, off in done.items():
-            processed[tp] = min(off, processed.get(tp, off))
-            if tp in latest:
-                end[tp] = max(latest[tp], end.get(tp, latest[tp]))
-        records += int(source.get("numInputRows") or 0)
-    if not found:
+    found = progress_offsets(progress, is_kafka)
+    if found is None:
         return None
+    parts, records = found
     durations: Mapping[str, Any] = progress.get("durationMs") or {}
     started = parse_timestamp(str(progress["timestamp"]))
     observed = started + float(durations.get("latestOffset", 0)) / 1000.0
@@ -95,7 +79,6 @@ def sample_from_progress(
         busy_s=trigger_s,
         process_s=float(durations.get("addBatch", 0)) / 1000.0,
     )
-    parts: tuple[PartitionOffsets, ...] = merge_offsets(end, processed)
     return ProgressSample(query or query_label(progress), observed, parts, batch)
 
 

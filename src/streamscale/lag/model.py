@@ -26,7 +26,7 @@ import math
 import re
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -517,13 +517,50 @@ class LagTracker:
 def merge_offsets(
     end: Mapping[TopicPartition, int], processed: Mapping[TopicPartition, int]
 ) -> tuple[PartitionOffsets, ...]:
-    """Pair end and processed offsets per partition (a partition missing from ``end`` takes
-    its processed offset as end: nothing known beyond it)."""
+    """Pair end and processed offsets per partition: the inputs of the one lag definition
+    (:func:`records_lag`), used by the console line, ``/metrics``, ``streamscale lag`` and the
+    autoscaler alike.
+
+    A partition missing from ``end`` takes its processed offset as end (nothing is known
+    beyond it). A partition missing from ``processed`` (one the query has not reached yet, as
+    a partition added to a subscribed topic) has processed nothing: offset 0, where Spark
+    starts a partition it discovers — its whole log is lag, never zero."""
     out = []
-    for tp in sorted(processed):
-        done = processed[tp]
+    for tp in sorted(set(end) | set(processed)):
+        done = processed.get(tp, 0)
         out.append(PartitionOffsets(tp[0], tp[1], max(end.get(tp, done), done), done))
     return tuple(out)
+
+
+def progress_offsets(
+    progress: Mapping[str, Any], is_kafka: Callable[[str], bool] | None = None
+) -> tuple[tuple[PartitionOffsets, ...], int] | None:
+    """The Kafka partitions of one progress (a ``StreamingQueryProgress``'s JSON): each
+    source's processed offsets (``endOffset``) paired with the true end (``latestOffset``) by
+    :func:`merge_offsets`, and the input rows of those sources.
+
+    None when no Kafka source reported both (an unknown lag, never a zero one). Several
+    sources reading one partition: the least processed, the greatest end.
+    """
+    check = is_kafka or is_kafka_description
+    processed: dict[TopicPartition, int] = {}
+    end: dict[TopicPartition, int] = {}
+    records = 0
+    found = False
+    for source in progress.get("sources") or ():
+        if not check(str(source.get("description", ""))):
+            continue
+        done = parse_offsets(source.get("endOffset"))
+        latest = parse_offsets(source.get("latestOffset"))
+        if done is None or latest is None:
+            continue
+        found = True
+        for tp, off in done.items():
+            processed[tp] = min(off, processed.get(tp, off))
+        for tp, off in latest.items():
+            end[tp] = max(off, end.get(tp, off))
+        records += int(source.get("numInputRows") or 0)
+    return (merge_offsets(end, processed), records) if found else None
 
 
 KAFKA_DESCRIPTION = re.compile(r"PythonMicroBatchStream|KafkaV2|KafkaSource|KafkaMicroBatch")

@@ -73,20 +73,15 @@ def trigger_for(settings: Settings, available_now: bool) -> dict[str, Any]:
 
 
 def records_lag(progress: Mapping[str, Any]) -> int | None:
-    """Records not yet processed after the batch: latest minus end offsets, summed over every
-    partition of every source (None if no source reported its latest offsets)."""
-    from streamscale.lag.model import parse_offsets
+    """Records not yet processed after the batch, summed over the partitions of its Kafka
+    sources, by the lag model's one definition (None if no Kafka source reported offsets)."""
+    from streamscale.lag.model import progress_offsets
+    from streamscale.lag.model import records_lag as lag_of
 
-    total = 0
-    seen = False
-    for source in progress.get("sources") or []:
-        latest = parse_offsets(source.get("latestOffset"))
-        if latest is None:
-            continue
-        end = parse_offsets(source.get("endOffset")) or {}
-        seen = True
-        total += sum(max(0, offset - end.get(tp, 0)) for tp, offset in latest.items())
-    return total if seen else None
+    found = progress_offsets(progress)
+    if found is None:
+        return None
+    return sum(lag_of(p.end_offset, p.processed_offset) for p in found[0])
 
 
 def format_progress(progress: Mapping[str, Any], counts: Mapping[str, int]) -> str:

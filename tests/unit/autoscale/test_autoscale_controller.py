@@ -9,7 +9,7 @@ import pytest
 
 from streamscale.autoscale import simulator
 from streamscale.autoscale.actuator import FakeActuator
-from streamscale.autoscale.controller import Controller, observation
+from streamscale.autoscale.controller import Controller, combined, observation, splits_for
 from streamscale.autoscale.policy import PolicyConfig, PolicyKind, Reason
 from streamscale.lag.model import BatchStats, LagTracker, PartitionOffsets, ProgressSample
 
@@ -252,3 +252,55 @@ def test_the_capacity_estimate_is_exported_on_metrics(tmp_path: Path) -> None:
     text = render(registry)
     assert 'streamscale_batch_fixed_cost_seconds{query="q"} 1.0' in text
     assert 'streamscale_executor_records_per_second{query="q"} 250.0' in text
+
+
+@pytest.mark.parametrize(
+    ("partitions", "min_partitions", "splits"),
+    [(4, None, 1), (4, 0, 1), (4, 4, 1), (4, 8, 2), (4, 10, 3), (1, 6, 6), (8, 2, 1)],
+)
+def test_splits_count_the_tasks_of_min_partitions(
+    partitions: int, min_partitions: int | None, splits: int
+) -> None:
+    assert splits_for(partitions, min_partitions) == splits
+
+
+def test_several_queries_are_one_need_their_sum(tmp_path: Path) -> None:
+    tracker = LagTracker()
+    for name, lag in (("a", 300), ("b", 700)):
+        parts = (PartitionOffsets("in-" + name, 0, 1000 + lag, 1000),)
+        tracker.ingest(ProgressSample(name, 100.0, parts, BatchStats(1, 100.0, 1000, 1.0, 0.9)))
+    controller = Controller(
+        None,
+        tracker,
+        FakeActuator(current=1, max_executors=4),
+        PolicyConfig(max_executors=4),
+        min_partitions={"a": 4, "b": None}.get,
+        clock=lambda: 101.0,
+    )
+    record = controller.step()
+    assert record.query == "a,b"
+    assert record.total_lag == 1000
+    snaps = [tracker.snapshot(q, 101.0) for q in ("a", "b")]
+    obs = combined(
+        [
+            observation(snaps[0], now=101.0, running=1, pending=0, splits_per_partition=4),
+            observation(snaps[1], now=101.0, running=1, pending=0),
+        ]
+    )
+    assert obs.partition_lag == (300, 700) and obs.partitions == 2
+    assert obs.tasks >= 5, "the tasks of both queries (4 splits + 1) bound the parallelism"
+    assert len(obs.batches) == 2
+
+
+def test_one_query_without_metrics_holds_the_whole_application(tmp_path: Path) -> None:
+    tracker = LagTracker()
+    parts = (PartitionOffsets("in", 0, 5000, 0),)
+    tracker.ingest(ProgressSample("a", 100.0, parts, BatchStats(1, 100.0, 10, 1.0, 0.9)))
+    controller = Controller(
+        ("a", "b"),
+        tracker,
+        FakeActuator(current=1, max_executors=4),
+        PolicyConfig(),
+        clock=lambda: 101.0,
+    )
+    assert controller.step().reason == Reason.HOLD_MISSING_METRICS

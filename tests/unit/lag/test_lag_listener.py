@@ -129,17 +129,17 @@ def test_sample_from_pyspark_progress_object() -> None:
     assert sample == sample_from_progress(PROGRESS)
 
 
-def test_unnamed_query_and_missing_latest() -> None:
+def test_unnamed_query_is_labelled_by_its_id() -> None:
     raw = copy.deepcopy(PROGRESS)
     raw["name"] = None
-    raw["sources"][0]["latestOffset"] = None  # a source that does not report it
     sample = sample_from_progress(raw)
-    assert sample is not None
-    assert sample.query == QUERY_ID
-    assert sample.partitions == (
-        PartitionOffsets("achats", 0, 1000, 1000),
-        PartitionOffsets("achats", 1, 500, 500),
-    )
+    assert sample is not None and sample.query == QUERY_ID
+
+
+def test_a_source_without_latest_offsets_is_an_unknown_lag_not_a_zero_one() -> None:
+    raw = copy.deepcopy(PROGRESS)
+    raw["sources"][0]["latestOffset"] = None  # a source that does not report it
+    assert sample_from_progress(raw) is None
 
 
 def test_no_kafka_source() -> None:

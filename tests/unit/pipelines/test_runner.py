@@ -30,10 +30,12 @@ PROGRESS: dict[str, Any] = {
     "processedRowsPerSecond": 120_000.0,
     "sources": [
         {
+            "description": "KafkaV2[Subscribe[achats]]",
             "endOffset": {"achats": {"0": 100, "1": 200}},
             "latestOffset": {"achats": {"0": 150, "1": 200}},
         },
         {
+            "description": "KafkaV2[Subscribe[referentiel]]",
             "endOffset": json.dumps({"referentiel": {"0": 10}}),
             "latestOffset": json.dumps({"referentiel": {"0": 12, "1": 3}}),
         },
@@ -55,7 +57,8 @@ def test_records_lag_is_unknown_without_latest_offsets(sources: list[Any]) -> No
 
 
 def test_records_lag_never_negative() -> None:
-    progress = {"sources": [{"endOffset": {"t": {"0": 9}}, "latestOffset": {"t": {"0": 5}}}]}
+    source = {"description": "KafkaV2[Subscribe[t]]", "endOffset": {"t": {"0": 9}}}
+    progress = {"sources": [{**source, "latestOffset": {"t": {"0": 5}}}]}
     assert records_lag(progress) == 0
 
 

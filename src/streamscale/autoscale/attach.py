@@ -1,0 +1,133 @@
+"""Attach the autoscaler to any running SparkSession: ``streamscale.attach(spark, ...)``.
+
+For a data engineer's own PySpark job on ``format("kafka")`` (or the project's
+``streamscale-kafka`` source), not only the project's pipelines::
+
+    import streamscale
+
+    scaler = streamscale.attach(spark, min_executors=1, max_executors=8, metrics_port=9464)
+    query = spark.readStream.format("kafka")....writeStream....start()
+    ...
+    scaler.stop()
+
+It listens to the session's streaming queries (those started before or after), exports their
+lag on ``/metrics``, commits their processed offsets to their consumer groups, and every
+``interval_s`` sizes the executors for the sum of their needs. The session must run on a
+cluster manager that takes executor requests (standalone ``spark://``, Kubernetes) with
+dynamic allocation off; ``spark.cores.max`` (standalone) bounds what it can be granted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streamscale.autoscale.controller import Controller, DecisionRecord
+from streamscale.autoscale.policy import PolicyKind
+from streamscale.autoscale.runtime import AutoscaleOptions, start_autoscaler
+from streamscale.settings import Settings
+
+if TYPE_CHECKING:
+    from streamscale.kafka.commits import GroupCommitter
+    from streamscale.lag import LagMonitor
+
+__all__ = ["Autoscaler", "attach"]
+
+
+@dataclass
+class Autoscaler:
+    """An autoscaler attached to a session: :meth:`stop` detaches it (executors stay as they
+    are; the group commits stay registered while the session lives)."""
+
+    controller: Controller
+    monitor: LagMonitor
+    committer: GroupCommitter | None
+
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://127.0.0.1:<port>/metrics``, or None without a server."""
+        return self.monitor.server.url if self.monitor.server is not None else None
+
+    @property
+    def decisions(self) -> list[DecisionRecord]:
+        """Every decision taken so far (holds included), oldest first."""
+        return list(self.controller.records)
+
+    def stop(self) -> None:
+        """Stop deciding, stop the ``/metrics`` server and the lag listener."""
+        try:
+            self.controller.stop()
+        finally:
+            self.monitor.stop()
+
+    def __enter__(self) -> Autoscaler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def attach(
+    spark: Any,
+    *,
+    min_executors: int = 1,
+    max_executors: int = 8,
+    policy: str | PolicyKind = PolicyKind.RATE,
+    metrics_port: int | None = 9464,
+    metrics_host: str = "127.0.0.1",
+    interval_s: float = 10.0,
+    stabilization_window_s: float = 60.0,
+    queries: Sequence[str] | None = None,
+    decision_log: str | Path | None = None,
+    commit_offsets: bool = True,
+    settings: Settings | None = None,
+) -> Autoscaler:
+    """Autoscale the streaming queries of ``spark``; returns a handle with ``stop()``.
+
+    ``queries``: names of the queries to serve (None: every Kafka query of the session,
+    present and future; several queries' needs are summed). ``metrics_port``: port of
+    ``/metrics`` (0: a free one, None: no server). ``settings``: the connection used to commit
+    offsets of sources whose own options cannot be read, and the queries' trigger interval and
+    batch limit for the capacity model (default: ``Settings()``, from ``STREAMSCALE_*``).
+
+    Refused at once (ValueError) for bounds or a policy that cannot work, and (RuntimeError)
+    when the cluster manager takes no executor requests (``local[*]``).
+    """
+    try:
+        kind = PolicyKind(str(policy))
+    except ValueError:
+        choices = ", ".join(k.value for k in PolicyKind)
+        raise ValueError(f"policy {policy!r} is not one of: {choices}") from None
+    options = AutoscaleOptions(
+        policy=kind,
+        min_executors=min_executors,
+        max_executors=max_executors,
+        interval_s=interval_s,
+        stabilization_window_s=stabilization_window_s,
+        decision_log=None if decision_log is None else Path(decision_log),
+    )
+    settings = settings or Settings()
+    from streamscale.kafka.commits import commit_offsets as register_commits
+    from streamscale.kafka.commits import group_committer
+    from streamscale.lag import start_monitor
+
+    committer = (
+        register_commits(spark, settings.kafka_config())
+        if commit_offsets and group_committer(spark) is None
+        else group_committer(spark)
+    )
+    monitor = start_monitor(spark, host=metrics_host, port=metrics_port)
+    try:
+        controller = start_autoscaler(
+            spark,
+            None if queries is None else tuple(queries),
+            monitor.tracker,
+            options,
+            settings=settings,
+        )
+    except BaseException:
+        monitor.stop()
+        raise
+    return Autoscaler(controller, monitor, committer)
