@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streamscale.settings import Settings
@@ -22,6 +23,55 @@ def _on_this_machine(master: str) -> bool:
     )
 
 
+QUIET_LOGGERS = (
+    "org.apache.spark.scheduler.TaskSchedulerImpl",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.scheduler.cluster.StandaloneSchedulerBackend",
+    "org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend$DriverEndpoint",
+    "org.apache.spark.deploy.client.StandaloneAppClient$ClientEndpoint",
+    "org.apache.spark.storage.BlockManagerMasterEndpoint",
+    "org.apache.spark.storage.BlockManagerMaster",
+    "org.apache.spark.network.server.TransportChannelHandler",
+    "org.apache.spark.network.client.TransportResponseHandler",
+    "org.apache.spark.network.client.TransportClient",
+    "org.apache.spark.rpc.netty.NettyRpcEnv",
+)
+"""Loggers that report executors going away — the autoscaler removes them on purpose, and
+Spark then logs "Lost an executor", lost tasks and closed connections, some with stack traces.
+They go to the log file only, never to the console."""
+
+DEFAULT_LOG_FILE = Path(".streamscale") / "logs" / "spark-driver.log"
+
+
+def log4j_properties(log_file: Path) -> str:
+    """A log4j2 configuration for the driver: WARN and above on the console, as Spark's
+    default, except :data:`QUIET_LOGGERS`, which go (INFO and above) to ``log_file`` only."""
+    lines = [
+        "status = error",
+        "rootLogger.level = warn",
+        "rootLogger.appenderRef.console.ref = console",
+        "rootLogger.appenderRef.file.ref = file",
+        "appender.console.type = Console",
+        "appender.console.name = console",
+        "appender.console.target = SYSTEM_ERR",
+        "appender.console.layout.type = PatternLayout",
+        "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex",
+        "appender.file.type = File",
+        "appender.file.name = file",
+        f"appender.file.fileName = {log_file}",
+        "appender.file.layout.type = PatternLayout",
+        "appender.file.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c: %m%n%ex",
+    ]
+    for i, name in enumerate(QUIET_LOGGERS):
+        lines += [
+            f"logger.quiet{i}.name = {name}",
+            f"logger.quiet{i}.level = info",
+            f"logger.quiet{i}.additivity = false",
+            f"logger.quiet{i}.appenderRef.file.ref = file",
+        ]
+    return "\n".join(lines) + "\n"
+
+
 def python_env() -> dict[str, str]:
     """Spark's Python workers must run this interpreter (the venv's), or pyarrow is missing."""
     return {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
@@ -31,11 +81,16 @@ def session(
     settings: Settings | None = None,
     app_name: str = "streamscale",
     extra_conf: Mapping[str, str] | None = None,
+    *,
+    log_file: Path = DEFAULT_LOG_FILE,
 ) -> SparkSession:
     """A SparkSession configured from ``settings``, with Spark's Kafka connector on the class
     path, the ``streamscale-kafka`` data source registered, and the processed offsets of every
     streaming query committed to its Kafka consumer group (:func:`~streamscale.kafka.commits.
-    commit_offsets`, with ``settings``' connection for sources on that cluster)."""
+    commit_offsets`, with ``settings``' connection for sources on that cluster).
+
+    The driver logs WARN and above to the console, except the executor-loss reports that
+    scaling in causes, which go to ``log_file`` (:func:`log4j_properties`)."""
     from pyspark.sql import SparkSession
 
     from streamscale import jars
@@ -59,6 +114,14 @@ def session(
         "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
         **(extra_conf or {}),
     }
+    log_file = log_file.absolute()
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    log_conf = log_file.with_suffix(".log4j2.properties")
+    log_conf.write_text(log4j_properties(log_file))
+    driver_opts = f"-Dlog4j2.configurationFile=file:{log_conf}"
+    if conf.get("spark.driver.extraJavaOptions"):
+        driver_opts = f"{conf['spark.driver.extraJavaOptions']} {driver_opts}"
+    conf["spark.driver.extraJavaOptions"] = driver_opts
     if _on_this_machine(settings.spark_master):
         # A local or loopback cluster: the driver listens on loopback only, never on the
         # machine's other addresses.

@@ -55,6 +55,7 @@ measures is the code that runs.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -306,6 +307,23 @@ def measure_capacity(
     return fitted
 
 
+def largest_batches(batches: Sequence[BatchSample], share: float = 0.5) -> list[BatchSample]:
+    """The batches carrying at least ``share`` of the largest one's records: at lag 0 a
+    small batch is mostly fixed cost and would read a fast executor as a slow one."""
+    sizes = [b.records for b in batches if b.records > 0 and b.busy_s > 0]
+    if not sizes:
+        return []
+    floor = share * max(sizes)
+    return [b for b in batches if b.records >= floor and b.busy_s > 0]
+
+
+def at_batch_limit(config: PolicyConfig, obs: Observation, share: float = 0.9) -> bool:
+    """Recent batches ran at the query's batch limit: the query reads as much as it may, so
+    their records over their time is its throughput at that size (fixed cost included)."""
+    limit = config.max_records_per_trigger
+    return limit is not None and any(b.records >= share * limit for b in obs.batches)
+
+
 def _metrics_problem(config: PolicyConfig, obs: Observation) -> Reason | None:
     if obs.metrics_age_s is None or len(obs.partition_lag) != obs.partitions:
         return Reason.HOLD_MISSING_METRICS
@@ -479,9 +497,14 @@ def decide(
         target = 0.0  # nothing arriving and nothing behind needs no capacity
     else:
         sizing = capacity
-        if not sizing.known and urgent:
+        if not sizing.known and (urgent or (backlog and at_batch_limit(config, obs))):
+            # Behind, and the fit cannot tell fixed cost from rate (batches of one size, or
+            # their times within noise): the largest batches, run at the batch limit while
+            # behind, give a rate never above the true one — enough to size a catch-up.
             sizing = cap.lower_bound(
-                obs.batches, executors_now=obs.executors, tasks_cap=usable_executors(config, obs)
+                largest_batches(obs.batches),
+                executors_now=obs.executors,
+                tasks_cap=usable_executors(config, obs),
             )
         if not sizing.known:
             return hold(Reason.HOLD_UNMEASURED_RATE)

@@ -19,7 +19,11 @@ def demo(
         "(default: steady, a burst, steady, scaled to --duration)",
     ),
     rate: float = typer.Option(800.0, help="Records/s of the default profile's steady phases"),
-    burst: int = typer.Option(200_000, help="Records of the default profile's burst"),
+    burst: int = typer.Option(
+        450_000,
+        help="Frames of the default profile's burst (sized so that one executor cannot drain "
+        "it within the 30 s SLO: see docs/benchmarks.md)",
+    ),
     report_dir: Path = typer.Option(Path("streamscale-report"), help="Where the report goes"),
     metrics_port: int = typer.Option(9464, help="/metrics port on 127.0.0.1 (0: a free one)"),
     policy: PolicyKind = typer.Option(PolicyKind.RATE, help="Autoscaling policy"),
@@ -28,6 +32,11 @@ def demo(
     window: float = typer.Option(30.0, help="Stabilization window before a scale-in (s)"),
     data_dir: Path | None = typer.Option(None, help="Broker/cluster/checkpoints (default: temp)"),
     seed: int = typer.Option(7, help="Seed of the load generator"),
+    source: str = typer.Option(
+        "kafka",
+        help="How the pipeline reads Kafka: kafka (Spark's connector), streamscale-kafka, or "
+        "auto (the pipeline's measured default)",
+    ),
 ) -> None:
     """Broker, local Spark cluster, pipeline, autoscaler and load: lag rises, executors are
     added, lag falls, they are given back. Writes report.html, PNGs and summary.json."""
@@ -47,6 +56,7 @@ def demo(
         control_interval_s=control_interval,
         stabilization_window_s=window,
         seed=seed,
+        source=source,
     )
     try:
         summary = run_demo(options)

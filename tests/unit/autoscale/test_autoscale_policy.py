@@ -440,6 +440,23 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
         Reason.SCALE_UP_URGENT,
     ),
     (
+        # Batches at the 20 000 limit, all of one size: no fit, but 20 000 records in 1.9 s is
+        # what one executor carries at that size; 400 000 behind would take 40 s: time lag
+        # past the 30 s bound.
+        "behind at the batch limit, unmeasured: sized on the largest batches",
+        replace(RATE, max_executors=2, max_records_per_trigger=20_000),
+        QUIET,
+        obs(
+            executors=1,
+            input_rate=1592,
+            lag=400_000,
+            time_lag_s=5.0,
+            batches=tuple(BatchSample(20_000, 1.9, 1, NOW - 10 + i) for i in range(5)),
+        ),
+        2,
+        Reason.SCALE_UP_BACKLOG,
+    ),
+    (
         "not urgent and unmeasured: hold",
         RATE,
         QUIET,
