@@ -35,10 +35,12 @@ QUIET_LOGGERS = (
     "org.apache.spark.network.client.TransportResponseHandler",
     "org.apache.spark.network.client.TransportClient",
     "org.apache.spark.rpc.netty.NettyRpcEnv",
+    "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor",
 )
 """Loggers that report executors going away — the autoscaler removes them on purpose, and
-Spark then logs "Lost an executor", lost tasks and closed connections, some with stack traces.
-They go to the log file only, never to the console."""
+Spark then logs "Lost an executor", lost tasks and closed connections, some with stack traces
+— and a batch longer than the trigger interval ("falling behind", once a batch while behind:
+the lag says it better). They go to the log file only, never to the console."""
 
 DEFAULT_LOG_FILE = Path(".streamscale") / "logs" / "spark-driver.log"
 
