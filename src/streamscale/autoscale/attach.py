@@ -89,8 +89,10 @@ def attach(
     ``queries``: names of the queries to serve (None: every Kafka query of the session,
     present and future; several queries' needs are summed). ``metrics_port``: port of
     ``/metrics`` (0: a free one, None: no server). ``settings``: the connection used to commit
-    offsets of sources whose own options cannot be read, and the queries' trigger interval and
-    batch limit for the capacity model (default: ``Settings()``, from ``STREAMSCALE_*``).
+    offsets of sources whose own options cannot be read (default: ``Settings()``, from
+    ``STREAMSCALE_*``). Each query's ``minPartitions``, ``maxOffsetsPerTrigger`` and trigger
+    interval are read from the running query, for the parallelism cap and the capacity model;
+    ``settings``' trigger interval and batch limit stand in while they cannot be read.
 
     Refused at once (ValueError) for bounds or a policy that cannot work, and (RuntimeError)
     when the cluster manager takes no executor requests (``local[*]``).

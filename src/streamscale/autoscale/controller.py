@@ -22,7 +22,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -139,6 +139,36 @@ def observation(
     )
 
 
+@dataclass(frozen=True)
+class QueryLimits:
+    """What a running query's own options say of its batches (None: not set or not known)."""
+
+    min_partitions: int | None = None
+    """The sources' ``minPartitions`` (summed): tasks per batch at least this many."""
+    max_offsets_per_trigger: int | None = None
+    """The sources' ``maxOffsetsPerTrigger`` (summed): records per batch at most."""
+    trigger_interval_s: float | None = None
+    """The processing-time trigger's interval (0: batches back to back)."""
+
+
+def with_limits(config: PolicyConfig, limits: Sequence[QueryLimits | None]) -> PolicyConfig:
+    """``config`` with the trigger interval and batch limit the queries really run with.
+
+    Several queries: the shortest trigger interval, and a batch limit only when every query
+    has one (their sum). Anything unknown keeps the configured value.
+    """
+    known = [lim for lim in limits if lim is not None]
+    if not known or len(known) < len(limits):
+        return config
+    triggers = [lim.trigger_interval_s for lim in known if lim.trigger_interval_s is not None]
+    if len(triggers) == len(known):
+        config = replace(config, trigger_interval_s=min(triggers))
+    caps = [lim.max_offsets_per_trigger for lim in known if lim.max_offsets_per_trigger]
+    if len(caps) == len(known):
+        config = replace(config, max_records_per_trigger=sum(caps))
+    return config
+
+
 def splits_for(partitions: int, min_partitions: int | None, default: int = 1) -> int:
     """Spark tasks per input partition of a source read with ``minPartitions``: the
     connector splits offset ranges so that a batch has at least ``minPartitions`` tasks."""
@@ -189,8 +219,10 @@ class Controller:
     """Drives the executor count of the queries of one application.
 
     ``query``: the query to serve (its name), several names, or None for every query the lag
-    model knows (every Kafka query of the session). ``min_partitions`` tells a query's
-    ``minPartitions`` (None: not set), so that the parallelism cap counts its tasks.
+    model knows (every Kafka query of the session). ``limits`` tells what a query's own options
+    say (:class:`QueryLimits`): its ``minPartitions``, so that the parallelism cap counts its
+    tasks, and its trigger interval and batch limit, which the capacity model sizes with in
+    place of ``config``'s.
 
     ``grant_timeout_s``: executors requested but not running after this long are taken as
     never coming (the cluster has no room): the target falls back to what runs, so the
@@ -203,7 +235,7 @@ class Controller:
     config: PolicyConfig = field(default_factory=PolicyConfig)
     interval_s: float = 10.0
     splits_per_partition: int = 1
-    min_partitions: Callable[[str], int | None] | None = None
+    limits: Callable[[str], QueryLimits | None] | None = None
     decision_log: Path | None = None
     grant_timeout_s: float = 60.0
     clock: Callable[[], float] = time.time
@@ -244,15 +276,20 @@ class Controller:
                 )
                 self.target, pending = running, 0
             snapshots = {name: self.tracker.snapshot(name, now) for name in self._names(now)}
+            limits = {
+                name: self.limits(name) if self.limits is not None else None for name in snapshots
+            }
             parts = [
-                self._observe(name, snap, now, running, pending) for name, snap in snapshots.items()
+                self._observe(name, snap, now, running, pending, limits[name])
+                for name, snap in snapshots.items()
             ]
             obs = (
                 combined(parts)
                 if parts
                 else observation(None, now=now, running=running, pending=pending)
             )
-            decision, self.state = decide(self.config, self.state, obs)
+            config = with_limits(self.config, list(limits.values())) if limits else self.config
+            decision, self.state = decide(config, self.state, obs)
             result = self._apply(decision, running)
             record = self._record(now, obs, snapshots, decision, running, pending, result)
         self._emit(record)
@@ -265,7 +302,15 @@ class Controller:
             return self.query
         return tuple(s.query for s in self.tracker.snapshots(now))
 
-    def _observe(self, name: str, snap: Any, now: float, running: int, pending: int) -> Observation:
+    def _observe(
+        self,
+        name: str,
+        snap: Any,
+        now: float,
+        running: int,
+        pending: int,
+        limits: QueryLimits | None,
+    ) -> Observation:
         executors = self._batch_executors.setdefault(name, {})
         if snap is not None:
             for batch in snap.batches:
@@ -273,7 +318,7 @@ class Controller:
             if snap.partitions:
                 self._partitions[name] = len(snap.partitions)
         known = self._partitions.get(name, self.config.max_executors * self.config.executor_cores)
-        minimum = self.min_partitions(name) if self.min_partitions is not None else None
+        minimum = limits.min_partitions if limits is not None else None
         return observation(
             snap,
             now=now,

@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streamscale.autoscale.controller import Controller, DecisionRecord, SnapshotSource
+from streamscale.autoscale.controller import (
+    Controller,
+    DecisionRecord,
+    QueryLimits,
+    SnapshotSource,
+)
 from streamscale.autoscale.policy import PolicyConfig, PolicyKind
 from streamscale.settings import Settings
 
@@ -59,16 +64,32 @@ class AutoscaleOptions:
         )
 
 
-class MinPartitions:
-    """``minPartitions`` of a running query's Kafka sources (summed), read once per run from
-    the options its streaming relations carry in the JVM; None when unset or unreadable."""
+def _int_option(sources: list[tuple[str, dict[str, str]]], key: str) -> int | None:
+    """An integer option summed over the sources; None unless every source sets it."""
+    values = [o.get(key) for _, o in sources]
+    if not values or any(not v for v in values):
+        return None
+    return sum(int(str(v)) for v in values)
+
+
+def _trigger_s(execution: Any) -> float | None:
+    trigger = execution.trigger()
+    if trigger.getClass().getSimpleName() == "ProcessingTimeTrigger":
+        return float(trigger.intervalMs()) / 1000.0
+    return None
+
+
+class QueryLimitsReader:
+    """What a running query's options say of its batches (``minPartitions``,
+    ``maxOffsetsPerTrigger`` of its Kafka sources, its trigger), read once per run from the
+    JVM; None while the query is unknown or its plan unreadable (it is starting)."""
 
     def __init__(self, spark: Any) -> None:
         self._spark = spark
-        self._known: dict[tuple[str, str], int | None] = {}
+        self._known: dict[tuple[str, str], QueryLimits] = {}
         self._lock = threading.Lock()
 
-    def __call__(self, name: str) -> int | None:
+    def __call__(self, name: str) -> QueryLimits | None:
         from streamscale.kafka.commits import jvm_source_options
 
         for query in self._spark.streams.active:
@@ -79,15 +100,21 @@ class MinPartitions:
                 if key in self._known:
                     return self._known[key]
             try:
-                sources = jvm_source_options(query._jsq.streamingQuery())
-                found = [int(o["minPartitions"]) for _, o in sources if o.get("minPartitions")]
-                value = sum(found) if found else None
+                execution = query._jsq.streamingQuery()
+                sources = jvm_source_options(execution)
+                if not sources:
+                    return None
+                found = QueryLimits(
+                    min_partitions=_int_option(sources, "minPartitions"),
+                    max_offsets_per_trigger=_int_option(sources, "maxOffsetsPerTrigger"),
+                    trigger_interval_s=_trigger_s(execution),
+                )
             except Exception as exc:  # the plan is not readable yet (the query is starting)
-                log.debug("minPartitions of %s not readable yet: %s", name, exc)
+                log.debug("options of %s not readable yet: %s", name, exc)
                 return None
             with self._lock:
-                self._known[key] = value
-            return value
+                self._known[key] = found
+            return found
         return None
 
 
@@ -142,7 +169,7 @@ def start_autoscaler(
         else options.policy_config(),
         interval_s=options.interval_s,
         splits_per_partition=splits_per_partition,
-        min_partitions=MinPartitions(spark),
+        limits=QueryLimitsReader(spark),
         decision_log=options.decision_log,
         on_decision=on_decision,
     )

@@ -10,6 +10,7 @@ fixture ``spark`` is local mode). Run directly, it prints its measurements as JS
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -89,11 +90,8 @@ def scenario(bootstrap: str, topic: str, data_dir: Path) -> dict[str, Any]:
                 interval_s=2.0,
                 stabilization_window_s=10.0,
                 decision_log=data_dir / "decisions.jsonl",
-                settings=Settings(
-                    bootstrap_servers=bootstrap,
-                    trigger_interval_s=1.0,
-                    max_offsets_per_trigger=BATCH,
-                ),
+                # The trigger (1 s) and batch limit (BATCH) are read from the query itself.
+                settings=Settings(bootstrap_servers=bootstrap),
             )
             out["metrics_url"] = scaler.metrics_url
             query = (
@@ -120,6 +118,9 @@ def scenario(bootstrap: str, topic: str, data_dir: Path) -> dict[str, Any]:
                     break
                 time.sleep(1)
             out["metrics"] = _scrape(scaler.metrics_url)
+            limits = scaler.controller.limits
+            read = limits("user_query") if limits is not None else None
+            out["limits"] = None if read is None else dataclasses.asdict(read)
             query.stop()
             out["decisions"] = [
                 {
@@ -183,6 +184,11 @@ def test_attach_scales_a_user_query_out_on_a_backlog_and_in_after_it(
     assert up["lag"] > 0 and up["desired"] == 2, "scaled out on the backlog"
     assert down["lag"] == 0 and down["desired"] == 1, "scaled in once it was drained"
     assert result["running_at_end"] == 1
+    assert result["limits"] == {
+        "min_partitions": None,
+        "max_offsets_per_trigger": BATCH,
+        "trigger_interval_s": 1.0,
+    }, "the query's own batch limit and trigger, read from the running query"
     labels = " ".join(result["metrics"])
     assert 'query="user_query"' in labels, "the query's lag and executors are on /metrics"
 

@@ -9,7 +9,14 @@ import pytest
 
 from streamscale.autoscale import simulator
 from streamscale.autoscale.actuator import FakeActuator
-from streamscale.autoscale.controller import Controller, combined, observation, splits_for
+from streamscale.autoscale.controller import (
+    Controller,
+    QueryLimits,
+    combined,
+    observation,
+    splits_for,
+    with_limits,
+)
 from streamscale.autoscale.policy import PolicyConfig, PolicyKind, Reason
 from streamscale.lag.model import BatchStats, LagTracker, PartitionOffsets, ProgressSample
 
@@ -274,7 +281,7 @@ def test_several_queries_are_one_need_their_sum(tmp_path: Path) -> None:
         tracker,
         FakeActuator(current=1, max_executors=4),
         PolicyConfig(max_executors=4),
-        min_partitions={"a": 4, "b": None}.get,
+        limits={"a": QueryLimits(min_partitions=4), "b": None}.get,
         clock=lambda: 101.0,
     )
     record = controller.step()
@@ -304,3 +311,29 @@ def test_one_query_without_metrics_holds_the_whole_application(tmp_path: Path) -
         clock=lambda: 101.0,
     )
     assert controller.step().reason == Reason.HOLD_MISSING_METRICS
+
+
+@pytest.mark.parametrize(
+    ("limits", "trigger_s", "batch_limit"),
+    [
+        ([], 1.0, None),
+        ([None], 1.0, None),
+        ([QueryLimits(max_offsets_per_trigger=4000, trigger_interval_s=2.0)], 2.0, 4000),
+        ([QueryLimits(trigger_interval_s=0.0)], 0.0, None),
+        (
+            [
+                QueryLimits(max_offsets_per_trigger=4000, trigger_interval_s=2.0),
+                QueryLimits(max_offsets_per_trigger=1000, trigger_interval_s=5.0),
+            ],
+            2.0,
+            5000,
+        ),
+        ([QueryLimits(max_offsets_per_trigger=4000), QueryLimits()], 1.0, None),
+        ([QueryLimits(max_offsets_per_trigger=4000, trigger_interval_s=2.0), None], 1.0, None),
+    ],
+)
+def test_the_queries_own_trigger_and_batch_limit_size_the_capacity(
+    limits: list[QueryLimits | None], trigger_s: float, batch_limit: int | None
+) -> None:
+    config = with_limits(PolicyConfig(trigger_interval_s=1.0), limits)
+    assert (config.trigger_interval_s, config.max_records_per_trigger) == (trigger_s, batch_limit)
