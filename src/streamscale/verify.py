@@ -1,4 +1,5 @@
-"""Output checks of the seed pipelines against a reference computed from their input (pure).
+"""Output checks of the seed pipelines against a reference computed from their input (pure,
+but for :func:`reconcile_topics`, which reads the topics through a ``KafkaAdmin``).
 
 The demo reads a run's input and output topics back and asks: is every approved frame counted
 in exactly the session it belongs to, is every purchase enriched (or dead-lettered)? The
@@ -11,6 +12,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from streamscale.pipelines import hits as codec
 
@@ -60,8 +62,8 @@ def approved_frames(
     ``window_ms``. Undecodable hits are kept here and skipped when sessions are computed:
     the pipeline dead-letters such a frame once and still counts its good hits."""
     approved_at: dict[bytes, list[int]] = defaultdict(list)
-    for key, _, ts in approvals:
-        if key is not None:
+    for key, value, ts in approvals:
+        if key is not None and value is not None:  # a tombstone is dead-lettered
             approved_at[key].append(ts)
     out = []
     for key, value, _ in requests:
@@ -201,3 +203,90 @@ def compare_enrichment(
     for key in set(seen) - set(wanted):
         result.unexpected.append(f"output {key!r}")
     return result
+
+
+# --- fault reconciliation: input = output + dead letters, by key --------------------------
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """Records of an input topic against what a pipeline wrote for them, by key and count.
+
+    ``lost`` counts input records with no output and no dead letter; ``duplicated`` the
+    output and dead letters beyond one per input record (an at-least-once replay);
+    ``unexpected`` output whose key no input record has.
+    """
+
+    records_in: int
+    out: int
+    dead_lettered: int
+    duplicated: int
+    lost: int
+    unexpected: int = 0
+    lost_keys: tuple[bytes | None, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.unexpected == 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "records_in": self.records_in,
+            "out": self.out,
+            "dead_lettered": self.dead_lettered,
+            "duplicated": self.duplicated,
+            "lost": self.lost,
+            "unexpected": self.unexpected,
+        }
+
+
+def reconcile(
+    inputs: Iterable[bytes | None],
+    outputs: Iterable[bytes | None],
+    dead_letters: Iterable[bytes | None],
+) -> Reconciliation:
+    """Keys of the input records, of the output and of the dead letters (of that input
+    only), each once per record: every input record must appear at least once."""
+    wanted: dict[bytes | None, int] = defaultdict(int)
+    for key in inputs:
+        wanted[key] += 1
+    got: dict[bytes | None, int] = defaultdict(int)
+    out = dead = 0
+    for key in outputs:
+        got[key] += 1
+        out += 1
+    for key in dead_letters:
+        got[key] += 1
+        dead += 1
+    lost_keys = [k for k, n in wanted.items() if got.get(k, 0) < n]
+    return Reconciliation(
+        records_in=sum(wanted.values()),
+        out=out,
+        dead_lettered=dead,
+        duplicated=sum(max(0, got.get(k, 0) - n) for k, n in wanted.items()),
+        lost=sum(max(0, n - got.get(k, 0)) for k, n in wanted.items()),
+        unexpected=sum(n for k, n in got.items() if k not in wanted),
+        lost_keys=tuple(lost_keys[:10]),
+    )
+
+
+def dead_letters_of(messages: Iterable[Any], source_topic: str) -> list[Any]:
+    """The dead letters (librdkafka messages of a ``*-dlq`` topic) whose ``source.topic``
+    header names ``source_topic`` (a pipeline's dead-letter topic serves all its inputs)."""
+    out = []
+    for msg in messages:
+        headers = dict(msg.headers() or [])
+        if headers.get("source.topic") == source_topic.encode():
+            out.append(msg)
+    return out
+
+
+def reconcile_topics(
+    admin: Any, input_topic: str, output_topic: str, dlq_topic: str
+) -> Reconciliation:
+    """:func:`reconcile` over the topics themselves, each read to its end offsets now
+    (``admin`` a :class:`streamscale.kafka.admin.KafkaAdmin`; the one I/O of this module)."""
+    inputs = admin.read_all(input_topic)
+    outputs = admin.read_all(output_topic)
+    dead = dead_letters_of(admin.read_all(dlq_topic), input_topic)
+    return reconcile((m.key() for m in inputs), (m.key() for m in outputs), (m.key() for m in dead))

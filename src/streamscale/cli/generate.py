@@ -42,6 +42,12 @@ SEED = typer.Option(None, "--seed", help="RNG seed: same seed and options, same 
 BOOTSTRAP = typer.Option(
     None, "--bootstrap", help="Bootstrap servers (default: STREAMSCALE_BOOTSTRAP_SERVERS)"
 )
+DELIVERY_TIMEOUT = typer.Option(
+    120.0,
+    "--delivery-timeout",
+    help="Seconds a record may take to be acknowledged (acks=all, retried) before the run "
+    "fails (delivery.timeout.ms)",
+)
 PROGRESS = typer.Option(
     None, "--progress/--no-progress", help="Progress bar (default: when stderr is a terminal)"
 )
@@ -88,9 +94,20 @@ def _produce(
     topics: list[str],
     label: str,
     progress: bool | None,
+    delivery_timeout: float = 120.0,
 ) -> ProduceStats:
+    if delivery_timeout <= 0:
+        raise _fail(f"--delivery-timeout must be > 0, got {delivery_timeout:g}")
     try:
-        return produce(settings, records, schedule, topics, label=label, progress=progress)
+        return produce(
+            settings,
+            records,
+            schedule,
+            topics,
+            label=label,
+            progress=progress,
+            overrides={"delivery.timeout.ms": round(delivery_timeout * 1000)},
+        )
     except (GenerateError, DeliveryError) as exc:
         raise _fail(str(exc)) from None
 
@@ -114,6 +131,7 @@ def referential_command(
         0.0, "--delete-fraction", help="Fraction of products deleted by a tombstone"
     ),
     progress: bool | None = PROGRESS,
+    delivery_timeout: float = DELIVERY_TIMEOUT,
 ) -> None:
     """Products {"id", "name"} keyed by id, then renames and tombstones."""
     settings = _settings(bootstrap)
@@ -129,7 +147,9 @@ def referential_command(
         raise _fail(str(exc)) from None
     used_seed = _seed(seed)
     records = referential.referential_records(random.Random(used_seed), plan, topic)
-    stats = _produce(settings, records, schedule, [topic], "referential", progress)
+    stats = _produce(
+        settings, records, schedule, [topic], "referential", progress, delivery_timeout
+    )
     _summary(
         stats,
         f"{stats.records} records to {topic} (products 1..{plan.products}, "
@@ -155,6 +175,7 @@ def purchases_command(
         0.1, "--unknown-fraction", help="Fraction of purchases of an unknown product id"
     ),
     progress: bool | None = PROGRESS,
+    delivery_timeout: float = DELIVERY_TIMEOUT,
 ) -> None:
     """Purchases {"id", "price"} keyed by transaction id, some of unknown products."""
     settings = _settings(bootstrap)
@@ -171,7 +192,7 @@ def purchases_command(
         )
     except ValueError as exc:
         raise _fail(str(exc)) from None
-    stats = _produce(settings, records, schedule, [topic], "purchases", progress)
+    stats = _produce(settings, records, schedule, [topic], "purchases", progress, delivery_timeout)
     _summary(stats, f"{stats.records} records to {topic} (product ids 1..{top})", used_seed)
 
 
@@ -196,6 +217,7 @@ def game_frames_command(
         None, "--start-ms", help="Event time of the first frame, epoch ms (default: now)"
     ),
     progress: bool | None = PROGRESS,
+    delivery_timeout: float = DELIVERY_TIMEOUT,
 ) -> None:
     """Frames to GAME-FRAME-RQ and their approvals (100 in 101) to GAME-FRAME-RS."""
     settings = _settings(bootstrap)
@@ -215,7 +237,13 @@ def game_frames_command(
     except ValueError as exc:
         raise _fail(str(exc)) from None
     stats = _produce(
-        settings, generator.records(), schedule, [topic, approval_topic], "frames", progress
+        settings,
+        generator.records(),
+        schedule,
+        [topic, approval_topic],
+        "frames",
+        progress,
+        delivery_timeout,
     )
     done = generator.stats
     _summary(

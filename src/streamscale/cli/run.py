@@ -147,8 +147,10 @@ def run(
             checkpoint=checkpoint,
             autoscale=elastic,
         )
-    except Exception as exc:
-        typer.echo(f"error: {exc}", err=True)
+    except Exception as exc:  # a failed query's error is a whole trace: its one telling line
+        from streamscale.kafka.client import first_error_line
+
+        typer.echo(f"error: {first_error_line(str(exc))}", err=True)
         raise typer.Exit(1) from None
     summary = ", ".join(f"{k}={v:,}" for k, v in sorted(totals.items()) if v)
     typer.echo(f"{pipeline.value}: stopped; totals: {summary or 'nothing processed'}")

@@ -203,7 +203,12 @@ def produce(
                     show(now)
                     next_progress = now + PROGRESS_EVERY_S
         flush_batch()
-        _flush(producer, flush_timeout_s, produced, bootstrap)
+        try:
+            _flush(producer, flush_timeout_s, produced, bootstrap)
+        except DeliveryError as exc:
+            raise DeliveryError(
+                _with_diagnosis(str(exc), settings.kafka_config(), topics)
+            ) from None
         seconds = clock() - start
         show(clock())
     finally:
@@ -211,8 +216,12 @@ def produce(
             bar.stop()
     if failures.count:
         raise DeliveryError(
-            f"{failures.count} of {produced} records were not delivered to {bootstrap}: "
-            f"{failures.first}"
+            _with_diagnosis(
+                f"{failures.count} of {produced} records were not delivered to {bootstrap}: "
+                f"{failures.first}",
+                settings.kafka_config(),
+                topics,
+            )
         )
     return ProduceStats(counted=counted, records=produced, seconds=seconds)
 
@@ -291,6 +300,15 @@ class _Sender:
             producer.poll(0.01)
             if time.monotonic() > deadline:
                 raise self._queue_full()
+
+
+def _with_diagnosis(message: str, conf: Mapping[str, Any], topics: Sequence[str]) -> str:
+    """``message`` and, when the cluster cannot take ``acks=all`` writes to ``topics`` now,
+    why (librdkafka's own error after its retries is only "Message timed out"); one line."""
+    from streamscale.kafka.admin import explain_unacknowledged
+
+    why = explain_unacknowledged(conf, topics)
+    return message if why is None else f"{why}: {message}"
 
 
 def _flush(producer: Producer, timeout_s: float, produced: int, bootstrap: str) -> None:

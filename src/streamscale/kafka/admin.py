@@ -364,3 +364,79 @@ class KafkaAdmin:
                     f"{self.timeout_s:.0f} s on {self.servers}"
                 )
             time.sleep(0.05)
+
+
+def _answers(host: str, port: int, timeout_s: float) -> bool:
+    """True when something accepts TCP connections at ``host:port`` (a killed broker's port
+    refuses them)."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def explain_unacknowledged(
+    conf: Mapping[str, Any], topics: Sequence[str], timeout_s: float = 5.0
+) -> str | None:
+    """Why ``acks=all`` writes to ``topics`` cannot be acknowledged now, in one line, or None
+    when the cluster looks able to take them.
+
+    librdkafka retries NOT_ENOUGH_REPLICAS (and a leader waiting for followers that are gone)
+    until ``delivery.timeout.ms``, then reports only "Message timed out". This looks at the
+    cluster instead: which brokers of its metadata accept connections, and for each partition
+    whether its leader answers and how many of its in-sync replicas do, against the topic's
+    ``min.insync.replicas``. (When two of three KRaft nodes are down the controller quorum is
+    lost and the metadata still lists the old in-sync replicas: counting those that answer
+    tells the truth.) Bounded by about ``timeout_s`` plus one second per broker.
+    """
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    servers = str(conf.get("bootstrap.servers", "?"))
+    quiet = logging.getLogger("streamscale.kafka.diagnosis")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    admin = AdminClient({**conf, "logger": quiet, "socket.connection.setup.timeout.ms": 1000})
+    try:
+        md = admin.list_topics(timeout=timeout_s)
+    except Exception:
+        return f"UNREACHABLE: no broker of {servers} answers"
+    up = {b.id for b in md.brokers.values() if _answers(b.host, b.port, 1.0)}
+    down = sorted(f"{b.id} ({b.host}:{b.port})" for b in md.brokers.values() if b.id not in up)
+    min_isr: dict[str, int | None] = {}
+    for topic in topics:
+        resource = ConfigResource("topic", topic)
+        try:  # may time out when the client asks a broker that is down
+            found = admin.describe_configs([resource])[resource].result(timeout=timeout_s)
+            min_isr[topic] = int(found["min.insync.replicas"].value)
+        except Exception:
+            min_isr[topic] = None
+    unknown: list[str] = []
+    problems: list[str] = []
+    for topic in topics:
+        meta = md.topics.get(topic)
+        if meta is None or meta.error is not None:
+            unknown.append(topic)
+            continue
+        for pid, part in sorted(meta.partitions.items()):
+            live = [r for r in part.isrs if r in up]
+            # Unknown: the project's default, min(2, replication factor).
+            need = min_isr[topic] or min(2, len(part.replicas))
+            if part.leader not in up:
+                problems.append(f"{topic}-{pid} has no live leader (broker {part.leader} down)")
+            elif len(live) < need:
+                problems.append(
+                    f"{topic}-{pid} has {len(live)} live in-sync replica(s) of "
+                    f"min.insync.replicas={need}"
+                )
+    brokers = f"{len(up)} of {len(md.brokers)} brokers answer" + (
+        f", down: {', '.join(down)}" if down else ""
+    )
+    if problems:
+        more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
+        return f"NOT_ENOUGH_REPLICAS: {'; '.join(problems[:3])}{more} ({brokers})"
+    if unknown:
+        return f"UNKNOWN_TOPIC: {', '.join(unknown)} not in the metadata of {servers}"
+    return None

@@ -31,3 +31,19 @@ class DeliveryError(RuntimeError):
 def producer_config(base: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
     """Reliable producer settings over the connection keys in ``base``."""
     return {**RELIABLE_PRODUCER_DEFAULTS, **base, **overrides}
+
+
+_CAUSES = ("DeliveryError: ", "KafkaException: ", "KafkaError: ", "TimeoutException: ")
+
+
+def first_error_line(text: str) -> str:
+    """One line out of an error that may be a whole JVM or Python trace (a failed streaming
+    query): the message of the innermost Kafka or delivery error if it names one, else the
+    first non-empty line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for cause in _CAUSES:
+        for line in lines:
+            at = line.find(cause)
+            if at >= 0:
+                return line[at:]
+    return lines[0] if lines else text.strip()

@@ -196,10 +196,15 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         if remaining:
             failures.append(f"{remaining} record(s) still unacknowledged after {FLUSH_TIMEOUT_S} s")
         if failures:
-            raise DeliveryError(
+            from streamscale.kafka.admin import explain_unacknowledged
+
+            message = (
                 f"{len(failures)} record(s) not delivered to "
                 f"{self.options.kafka.get('bootstrap.servers')}: " + "; ".join(failures[:3])
             )
+            topics = sorted({f.split("[", 1)[0] for f in failures if "[" in f})
+            why = explain_unacknowledged(self.options.kafka, topics) if topics else None
+            raise DeliveryError(message if why is None else f"{why}: {message}")
         return SinkCommit(count)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

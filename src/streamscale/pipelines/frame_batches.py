@@ -14,7 +14,9 @@ record, and imports neither pyspark nor confluent_kafka, so it is tested on its 
   error of an invalid record; both paths give the same result for a valid record.
 - **Dead letters.** A record that cannot be used becomes a :class:`DeadLetter` (original
   bytes, error code of :mod:`.deadletter`, detail, source position). A frame with
-  undecodable hits is dead-lettered once and its decodable hits go on.
+  undecodable hits is dead-lettered once and its decodable hits go on. An approval's body
+  is not decoded (its key is the header that pairs), but a null one, a tombstone, is
+  refused.
 - **Pairing.** An approval carries its frame's header, so "approved within the window" is a
   check of the approval alone (its Kafka timestamp within ``[ts, ts + window]``); pairing is
   then a sum per header. :func:`pair` pairs what one task read; headers left unpaired are
@@ -464,6 +466,11 @@ def read_approvals(
         return
     out.count("approvals.records", n)
     ts, machine, zone, usable = _headers(batch, out, "approvals")
+    # An approval carries its frame's body; a null value is a tombstone, which no approval is.
+    tombstones = usable & batch.column("value").is_null().to_numpy(zero_copy_only=False)
+    for i in np.flatnonzero(tombstones).tolist():
+        out.refuse(batch, i, "approvals", dl.NULL_VALUE, "approval value is null (a tombstone)")
+    usable &= ~tombstones
     usable = out.on_time("approvals", ts, usable, late_before)
     stamps = pc.cast(batch.column("timestamp"), pa.int64()).to_numpy(zero_copy_only=False)
     approved_at = stamps // 1000

@@ -9,6 +9,8 @@ The per-task half of the enrichment (:mod:`.enrichment` runs it on Spark's execu
   joining column pieces: the original id and price text, the name's JSON. Anything else
   takes :func:`check_purchase`, which reads any JSON as Spark's ``from_json`` into
   ``id BIGINT, price DECIMAL(10,2)`` would and names the error of an unusable record.
+  A purchase without a key (its transaction id, the output's key) is refused whatever its
+  value.
 - Names come from a :class:`NameTable` (the referential before the batch: sorted ids and
   their names as JSON text, one NumPy search per batch) and from the batch's own referential
   versions (:func:`name_as_of`), by the rule of :mod:`.enrichment`.
@@ -129,6 +131,23 @@ class Enriched:
             self.counts[name] = self.counts.get(name, 0) + int(n)
 
 
+def _refuse(batch: pa.RecordBatch, i: int, exc: Refused, out: Enriched) -> None:
+    """Dead-letter purchase ``i`` of ``batch``."""
+    out.dead.append(
+        DeadLetter(
+            batch.column("key")[i].as_py(),
+            batch.column("value")[i].as_py(),
+            batch.column("topic")[i].as_py(),
+            batch.column("partition")[i].as_py(),
+            batch.column("offset")[i].as_py(),
+            exc.error,
+            exc.detail,
+        )
+    )
+    out.count("purchases_dlq")
+    out.count(f"dlq.{exc.error}")
+
+
 def enrich(
     batch: pa.RecordBatch,
     table: NameTable,
@@ -147,26 +166,20 @@ def enrich(
     id_text = pc.struct_field(matched, "id")
     price_text = pc.struct_field(matched, "price")
     pids = pc.fill_null(pc.cast(id_text, pa.int64()), 0).to_numpy(zero_copy_only=False).copy()
-    slow = np.flatnonzero(~usable).tolist()
+    # A purchase without its transaction id (the key the output is keyed by) cannot be
+    # enriched or traced: refused whatever its value.
+    no_key = batch.column("key").is_null().to_numpy(zero_copy_only=False)
+    for i in np.flatnonzero(no_key).tolist():
+        _refuse(batch, i, Refused(dl.NULL_KEY, "purchase key (transaction id) is null"), out)
+    usable &= ~no_key
+    slow = np.flatnonzero(~usable & ~no_key).tolist()
     if slow:
         ids_list, prices_list = id_text.to_pylist(), price_text.to_pylist()
         for i in slow:
             try:
                 pid, price = check_purchase(values[i].as_py())
             except Refused as exc:
-                out.dead.append(
-                    DeadLetter(
-                        batch.column("key")[i].as_py(),
-                        values[i].as_py(),
-                        batch.column("topic")[i].as_py(),
-                        batch.column("partition")[i].as_py(),
-                        batch.column("offset")[i].as_py(),
-                        exc.error,
-                        exc.detail,
-                    )
-                )
-                out.count("purchases_dlq")
-                out.count(f"dlq.{exc.error}")
+                _refuse(batch, i, exc, out)
                 continue
             usable[i] = True
             pids[i] = pid

@@ -515,7 +515,7 @@ def test_generated_approvals_in_window_pair_with_their_frames(
 def test_approval_window_is_inclusive(stamp: int, in_time: bool) -> None:
     """An approval counts when its Kafka timestamp is within [ts, ts + window]."""
     out = fb.Frames()
-    fb.read_approvals(kafka_batch([(key(START), None, START + stamp)], "RS"), out, WINDOW_MS)
+    fb.read_approvals(kafka_batch([(key(START), body(HIT), START + stamp)], "RS"), out, WINDOW_MS)
     assert len(rows(out.approvals)) == int(in_time)
     assert out.counts["join.late_approvals"] == int(not in_time)
     assert out.max_ts == {"approvals": START}  # late or not, it moves the watermark
@@ -523,7 +523,7 @@ def test_approval_window_is_inclusive(stamp: int, in_time: bool) -> None:
 
 def test_approval_key_errors_are_dead_lettered_under_approvals() -> None:
     out = fb.Frames()
-    records = [("nope", None, 1), (None, None, 1), (key(1), None, 1)]
+    records = [("nope", None, 1), (None, None, 1), (key(1), body(HIT), 1)]
     fb.read_approvals(kafka_batch(records, "RS", 2), out, WINDOW_MS)
     assert [(d.topic, d.partition, d.offset, d.error) for d in out.dead] == [
         ("RS", 2, 0, dl.NOT_JSON),
@@ -532,7 +532,7 @@ def test_approval_key_errors_are_dead_lettered_under_approvals() -> None:
     assert out.counts["approvals_dlq.records"] == 2
     assert out.counts["approvals_dlq.not_json"] == out.counts["approvals_dlq.null_key"] == 1
     assert out.counts["frames_dlq.records"] == 0
-    [row] = rows(out.approvals)  # an approval's value is not read
+    [row] = rows(out.approvals)  # an approval's value is not decoded
     assert (row["first_ts"], row["approvals"], row["frames"], row["game"]) == (1, 1, 0, 0)
 
 
@@ -549,7 +549,7 @@ def test_late_before_drops_records_behind_the_watermark() -> None:
     assert out.counts["join.late_approvals"] == 2
     assert out.max_ts == {"frames": 12, "approvals": 12}
     fb.read_frames(kafka_batch([(key(3), body(HIT), 3)]), out, late_before=10)
-    fb.read_approvals(kafka_batch([(key(20), None, 20)], "RS"), out, WINDOW_MS)
+    fb.read_approvals(kafka_batch([(key(20), body(HIT), 20)], "RS"), out, WINDOW_MS)
     assert out.counts["join.late_frames"] == 3
     assert out.max_ts == {"frames": 12, "approvals": 20}
 
@@ -568,7 +568,9 @@ def test_pair_approves_headers_with_a_frame_and_an_approval() -> None:
     out = fb.Frames()
     a, b, c = key(100), key(200, "000002"), key(300, zone="US")
     fb.read_frames(kafka_batch([(a, body(HIT, "FF114101"), 100), (b, body(HIT), 200)]), out)
-    fb.read_approvals(kafka_batch([(a, None, 100), (c, None, 300), (a, None, 101)]), out, 10)
+    fb.read_approvals(
+        kafka_batch([(a, body(HIT), 100), (c, body(HIT), 300), (a, body(HIT), 101)]), out, 10
+    )
     paired = fb.pair(out.frames + out.approvals)
     [approved] = rows([paired.approved])
     assert (approved["first_ts"], approved["frames"], approved["approvals"]) == (100, 1, 2)
