@@ -47,9 +47,17 @@ def _fill(bootstrap: str, topic: str, records: int) -> None:
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all"})
     for i in range(records):
-        producer.produce(topic, key=str(i).encode(), value=b"x" * 100, partition=i % PARTITIONS)
-        if i % 10_000 == 0:
-            producer.poll(0)
+        for _ in range(100):  # a full local queue drains as the broker acknowledges
+            try:
+                producer.produce(
+                    topic, key=str(i).encode(), value=b"x" * 100, partition=i % PARTITIONS
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)
+        else:
+            raise RuntimeError("the producer's queue stayed full for 10 s")
+        producer.poll(0)
     assert producer.flush(30) == 0
 
 
