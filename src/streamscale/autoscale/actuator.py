@@ -260,12 +260,18 @@ def _short(exc: BaseException) -> str:
 @dataclass
 class FakeActuator:
     """An in-memory actuator for controller tests: the count follows the target at once,
-    or after ``delay_applies`` further calls to :meth:`running` (a start/stop delay)."""
+    or after ``delay_applies`` further calls to :meth:`running` (a start/stop delay).
+
+    A faulty cluster manager: ``fail`` refuses every request; ``refuse`` refuses the next
+    that many; ``lose`` acknowledges the next that many and does nothing (a request lost
+    on its way, or granted executors that never come)."""
 
     current: int = 1
     max_executors: int | None = None
     delay_applies: int = 0
     fail: bool = False
+    refuse: int = 0
+    lose: int = 0
     history: list[int] = field(default_factory=list)
     _pending: int | None = None
     _countdown: int = 0
@@ -283,7 +289,14 @@ class FakeActuator:
         self.history.append(wanted)
         if self.fail:
             return ApplyResult(target, wanted, self.current, (), False, "fake failure")
+        if self.refuse > 0:
+            self.refuse -= 1
+            error = "the cluster manager refused the request (fake)"
+            return ApplyResult(target, wanted, self.current, (), False, error)
         before = self.current
+        if self.lose > 0:
+            self.lose -= 1
+            return ApplyResult(target, wanted, before, tuple(str(i) for i in range(wanted, before)))
         killed = tuple(str(i) for i in range(wanted, before))
         if self.delay_applies:
             self._pending, self._countdown = wanted, self.delay_applies

@@ -222,7 +222,7 @@ class PipelineProcess:
     """``enrichment_proc.py`` in a child process (its own process group, so that its Spark
     JVM goes with it); its lines are collected by a thread."""
 
-    def __init__(self, bootstrap: str, checkpoint: Path, prefix: str, log: Path, **opts: int):
+    def __init__(self, bootstrap: str, checkpoint: Path, prefix: str, log: Path, **opts: int | str):
         argv = [sys.executable, str(HERE / "enrichment_proc.py"), bootstrap, str(checkpoint)]
         argv.append(prefix)
         for name, value in opts.items():
@@ -231,6 +231,7 @@ class PipelineProcess:
         self._log = open(log, "a")  # noqa: SIM115 (closed in wait)
         self.proc = subprocess.Popen(
             argv,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
             text=True,
@@ -249,6 +250,12 @@ class PipelineProcess:
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def send(self, command: str) -> None:
+        """One fault command on the process's stdin (``enrichment_proc.py --master``)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
 
     def error(self) -> str | None:
         return next((line for line in self.lines if line.startswith("error: ")), None)
