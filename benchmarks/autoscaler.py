@@ -13,20 +13,26 @@ keeps the time lag under the SLO. Checks of the ``rate`` policy, per trace:
 - beats ``lag`` on both SLO-violation seconds and executor-seconds (no worse on either,
   better on at least one).
 
-It ends with the decisions ``rate`` takes on the demo profile (to compare with a real run's
-``decisions.jsonl``).
+It ends with a real run replayed: the input of a real ``streamscale demo`` run, rebuilt from
+its ``decisions.jsonl`` (``--real``, default the committed log of a run at the defaults), on
+the demo scenario calibrated from the same log; its actions are checked against the real ones
+(same directions, each within one control interval).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from streamscale.autoscale import policy, simulator, traces
 
 COST_RATIO = 1.25
+ROOT = Path(__file__).resolve().parent.parent
+REAL_DEMO_LOG = ROOT / "tests" / "unit" / "autoscale" / "demo_decisions.jsonl"
 
 
 def _ratio(value: float, reference: float) -> float:
@@ -39,7 +45,40 @@ def _fmt(x: float) -> str:
     return "inf" if x == float("inf") else f"{x:.2f}"
 
 
-def run(seed: int, target_utilization: float | None) -> bool:
+def replay_real(path: Path) -> tuple[str, str, bool]:
+    """Print a real run's actions beside the simulated ones; the check of the replay."""
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    replayed = simulator.replay(records, simulator.DEMO)
+    capacity = replayed.calibration.capacity
+    print(f"\n### a real `streamscale demo` run replayed ({path.name})\n")
+    print(
+        f"Calibrated on its {replayed.calibration.batches} batches: fixed cost "
+        f"{capacity.fixed_cost_s or 0:.2f} s, {capacity.rate or 0:,.0f} records/s per executor "
+        f"({capacity.method}); control interval {replayed.model.control_interval_s} s; input "
+        f"rebuilt from the log ({len(replayed.trace.points)} steps, "
+        f"{replayed.trace.duration_s} s).\n"
+    )
+    print("| action | real s | simulated s | difference s |")
+    print("|---|---:|---:|---:|")
+    simulated = replayed.actions
+    for i in range(max(len(replayed.real), len(simulated))):
+        real = replayed.real[i] if i < len(replayed.real) else None
+        sim = simulated[i] if i < len(simulated) else None
+        label = next(f"{a.current} → {a.desired} ({a.reason})" for a in (real, sim) if a)
+        diff = f"{sim.t - real.t:+.1f}" if real and sim else "–"
+        print(f"| {label} | {real.t if real else '–'} | {sim.t if sim else '–'} | {diff} |")
+    s = replayed.simulated.summary
+    real_max = max((r.get("max_time_lag_s") or 0.0 for r in records), default=0.0)
+    print(
+        f"\nmax time lag: real {real_max:.1f} s, simulated {s.max_time_lag_s:.1f} s; "
+        f"simulated executor-s {s.executor_seconds:,.0f}"
+    )
+    ok = replayed.matches()
+    label = f"real demo run: same actions, each within {replayed.model.control_interval_s} s"
+    return ("demo (real)", label, ok)
+
+
+def run(seed: int, target_utilization: float | None, real: Path | None) -> bool:
     """Run and print everything; True when every check of ``rate`` passes."""
     checks: list[tuple[str, str, bool]] = []
     started = time.perf_counter()
@@ -100,6 +139,8 @@ def run(seed: int, target_utilization: float | None) -> bool:
         ]
         if trace_name == "demo":
             demo_decisions = list(results["rate"].decisions)
+    if real is not None:
+        checks.append(replay_real(real))
     print("\n### checks of `rate`\n")
     print("| trace | check | met |")
     print("|---|---|---|")
@@ -129,8 +170,14 @@ def main() -> int:
     parser.add_argument(
         "--target-utilization", type=float, default=None, help="rate policy (sensitivity runs)"
     )
+    parser.add_argument(
+        "--real",
+        type=Path,
+        default=REAL_DEMO_LOG,
+        help="a real demo run's decisions.jsonl to replay (default: the committed one)",
+    )
     args = parser.parse_args()
-    return 0 if run(args.seed, args.target_utilization) else 1
+    return 0 if run(args.seed, args.target_utilization, args.real) else 1
 
 
 if __name__ == "__main__":

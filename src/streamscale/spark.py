@@ -36,11 +36,13 @@ QUIET_LOGGERS = (
     "org.apache.spark.network.client.TransportClient",
     "org.apache.spark.rpc.netty.NettyRpcEnv",
     "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor",
+    "org.apache.spark.scheduler.DAGScheduler",
 )
 """Loggers that report executors going away — the autoscaler removes them on purpose, and
 Spark then logs "Lost an executor", lost tasks and closed connections, some with stack traces
-— and a batch longer than the trigger interval ("falling behind", once a batch while behind:
-the lag says it better). They go to the log file only, never to the console."""
+— a batch longer than the trigger interval ("falling behind", once a batch while behind: the
+lag says it better), and a stopped query's job group with no job left to cancel. They go to
+the log file only, never to the console."""
 
 DEFAULT_LOG_FILE = Path(".streamscale") / "logs" / "spark-driver.log"
 

@@ -127,6 +127,7 @@ def observation(
         partitions=len(snapshot.partitions),
         partition_lag=tuple(p.records_lag for p in snapshot.partitions),
         input_rate=snapshot.input_rate,
+        recent_input_rate=snapshot.recent_input_rate,
         processed_rate=snapshot.processed_rate,
         batches=tuple(
             BatchSample(b.records, b.busy_s, executors.get(b.batch_id), b.wall_time - b.busy_s)
@@ -198,6 +199,7 @@ def combined(parts: Sequence[Observation]) -> Observation:
         partitions=partitions,
         partition_lag=tuple(lag for o in parts for lag in o.partition_lag),
         input_rate=sum(o.input_rate for o in parts),
+        recent_input_rate=sum(o.arrival_rate for o in parts),
         processed_rate=sum(o.processed_rate for o in parts),
         batches=tuple(
             sorted(

@@ -15,7 +15,12 @@ Two policies share one set of safety rules:
   (:func:`catch_up_seconds`: a burst one executor cannot absorb in time); desired is the
   executor count whose batches carry that load within a cycle of at least the trigger
   interval, within the batch limit (``maxOffsetsPerTrigger``), each batch paying its fixed cost
-  (:func:`~streamscale.autoscale.capacity.executors_needed`). A small batch at lag 0 is no sign
+  (:func:`~streamscale.autoscale.capacity.executors_needed`). A scale-up is bounded by the
+  latency objective: when fewer executors than that keep the predicted time lag within
+  ``SLO_MARGIN × urgent_time_lag_s`` over the next ``slo_horizon_s`` seconds (the input going
+  on at its rate; :func:`predicted_peak_time_lag`), it asks for those — a short spike is not
+  sized as if it were the new input rate, and the next decisions re-check. A small batch at
+  lag 0 is no sign
   of saturation: while the batches cannot be fitted (too few, all of about the same size) and
   no earlier fit is remembered, the policy holds — unless the backlog is urgent (below), where
   it sizes on a lower bound of the rate.
@@ -76,6 +81,7 @@ __all__ = [
     "decide",
     "has_backlog",
     "measure_capacity",
+    "predicted_peak_time_lag",
     "upper_bound",
     "urgent_backlog",
     "usable_executors",
@@ -137,10 +143,11 @@ class PolicyConfig:
     lag_threshold: float = 10_000.0
     """Records of lag one executor is expected to carry (HPA ``targetAverageValue``)."""
     # rate policy
-    target_utilization: float = 0.9
+    target_utilization: float = 0.95
     """Records rate one executor is sized to carry, as a fraction of its fitted rate (Flink
     uses 0.7 for continuous operators; a micro-batch query has a second margin, the cycle
-    budget, and overload lengthens its batches, which amortizes their fixed cost)."""
+    budget, and overload lengthens its batches, which amortizes their fixed cost;
+    ``benchmarks/autoscaler.py --target-utilization`` measures the trade-off)."""
     catch_up_s: float = 300.0
     """A backlog is to be drained within this duration."""
     scale_up_delay_s: float = 13.0
@@ -156,6 +163,10 @@ class PolicyConfig:
     """Batches to complete after start or after the executor set changes before deciding."""
     urgent_time_lag_s: float = 30.0
     """Time lag past which a backlog overrides the window and warm-up after a scale-down."""
+    slo_horizon_s: float = 60.0
+    """A scale-up adds the fewest executors that keep the predicted time lag within
+    ``SLO_MARGIN × urgent_time_lag_s`` over this horizon, when that is fewer than the rate
+    target (0: always the rate target)."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -181,6 +192,7 @@ class PolicyConfig:
             ),
             (self.warmup_batches >= 0, "warmup_batches must be >= 0"),
             (self.urgent_time_lag_s > 0, "urgent_time_lag_s must be > 0"),
+            (self.slo_horizon_s >= 0, "slo_horizon_s must be >= 0"),
         ]
         for ok, message in checks:
             if not ok:
@@ -199,7 +211,9 @@ class Observation:
     partition_lag: tuple[int, ...] = ()
     """Records lag per input partition, one value per partition."""
     input_rate: float = 0.0
-    """Records/s arriving in the input topics (recent average)."""
+    """Records/s arriving in the input topics (the lag tracker's 30 s average)."""
+    recent_input_rate: float | None = None
+    """Records/s arriving over a short recent window (10 s); None when not measured."""
     processed_rate: float = 0.0
     """Records/s processed (recent average)."""
     batches: tuple[BatchSample, ...] = ()
@@ -218,6 +232,13 @@ class Observation:
             raise ValueError("executor counts must be >= 0")
         if self.partitions < 1 or self.splits_per_partition < 1:
             raise ValueError("partitions and splits_per_partition must be >= 1")
+
+    @property
+    def arrival_rate(self) -> float:
+        """The input rate to size for: the higher of the long and the recent average, so that
+        a step up counts at once and a step down only once both averages show it."""
+        recent = self.recent_input_rate
+        return self.input_rate if recent is None else max(self.input_rate, recent)
 
     @property
     def total_lag(self) -> int:
@@ -327,7 +348,7 @@ def at_batch_limit(config: PolicyConfig, obs: Observation, share: float = 0.9) -
 def _metrics_problem(config: PolicyConfig, obs: Observation) -> Reason | None:
     if obs.metrics_age_s is None or len(obs.partition_lag) != obs.partitions:
         return Reason.HOLD_MISSING_METRICS
-    values = [obs.input_rate, obs.processed_rate, obs.metrics_age_s]
+    values = [obs.input_rate, obs.arrival_rate, obs.processed_rate, obs.metrics_age_s]
     if any(not math.isfinite(v) or v < 0 for v in values) or any(x < 0 for x in obs.partition_lag):
         return Reason.HOLD_MISSING_METRICS
     if obs.metrics_age_s > config.max_metrics_age_s:
@@ -372,13 +393,14 @@ def catch_up_seconds(config: PolicyConfig, obs: Observation, capacity: Capacity)
     )
     lag = obs.time_lag_s if obs.time_lag_s is not None and math.isfinite(obs.time_lag_s) else 0.0
     reaction = config.scale_up_delay_s + config.restart_pause_s
-    if throughput > obs.input_rate:
+    arrival = obs.arrival_rate
+    if throughput > arrival:
         in_flight = config.backlog_min_records + obs.input_rate * config.backlog_tolerance_s
         backlog = max(0.0, obs.total_lag - in_flight)
-        burst = max(0.0, 1 - obs.input_rate * lag / backlog) if backlog > 0 else 0.0
+        burst = max(0.0, 1 - arrival * lag / backlog) if backlog > 0 else 0.0
         peak = max(lag, backlog / throughput + lag * burst)
     else:
-        peak = lag + reaction * (1 - throughput / obs.input_rate)
+        peak = lag + reaction * (1 - throughput / arrival)
     bound = config.urgent_time_lag_s
     if peak <= bound:
         return config.catch_up_s
@@ -392,22 +414,86 @@ def _load(
     duration, and the input that piles up during a rescale's pause, over it too."""
     catch_up = catch_up_seconds(config, obs, capacity)
     return (
-        obs.input_rate / config.target_utilization
+        obs.arrival_rate / config.target_utilization
         + obs.total_lag / catch_up
-        + obs.input_rate * pause_s / catch_up
+        + obs.arrival_rate * pause_s / catch_up
     )
+
+
+SLO_MARGIN = 0.8
+"""Share of ``urgent_time_lag_s`` a smaller scale-up may let the predicted time lag reach."""
+
+
+def predicted_peak_time_lag(
+    config: PolicyConfig, obs: Observation, capacity: Capacity, executors: int
+) -> float:
+    """Highest time lag over the next ``slo_horizon_s`` seconds if ``executors`` are asked for
+    now and the input goes on at ``obs.arrival_rate`` (requires ``capacity.known``).
+
+    Second by second: the current executors process at their saturated throughput until the
+    new ones run (``scale_up_delay_s``), nothing is processed during the rescale pause, then
+    the new count's throughput (fewer executors: the pause at once). Records are processed in
+    order: the backlog is taken to have arrived evenly over the current time lag, later
+    records at the input rate; the time lag is the age of the oldest record not processed.
+    """
+    usable = usable_executors(config, obs)
+
+    def saturated(n: int) -> float:
+        return cap.throughput(
+            min(n, usable),
+            capacity,
+            trigger_interval_s=config.trigger_interval_s,
+            max_records_per_trigger=config.max_records_per_trigger,
+        )
+
+    current, arrival = obs.executors, obs.arrival_rate
+    backlog = float(obs.total_lag)
+    lag = obs.time_lag_s if obs.time_lag_s is not None and math.isfinite(obs.time_lag_s) else 0.0
+    before, after = saturated(current), saturated(executors)
+    switch = config.scale_up_delay_s if executors > current else 0.0
+    pause = config.restart_pause_s if executors != current else 0.0
+    processed, peak = 0.0, lag
+    for second in range(1, math.ceil(config.slo_horizon_s) + 1):
+        if second <= switch:
+            rate = before
+        elif second <= switch + pause:
+            rate = 0.0
+        else:
+            rate = after
+        processed = min(processed + rate, backlog + arrival * second)
+        if processed < backlog:
+            age = second + lag * (1 - processed / backlog)
+        elif arrival > 0:
+            age = second - (processed - backlog) / arrival
+        else:
+            age = 0.0
+        peak = max(peak, age)
+    return peak
 
 
 def _rate_target(
     config: PolicyConfig, obs: Observation, capacity: Capacity, pause_s: float
 ) -> float:
-    return cap.executors_needed(
+    """Executors for the load; a scale-up bounded by the SLO: the fewest executors above the
+    current count whose predicted time lag stays within ``SLO_MARGIN × urgent_time_lag_s``
+    over ``slo_horizon_s`` (a short burst needs fewer executors than its input rate)."""
+    target = cap.executors_needed(
         _load(config, obs, capacity, pause_s),
         capacity,
         trigger_interval_s=config.trigger_interval_s,
         max_records_per_trigger=config.max_records_per_trigger,
         max_cycle_s=config.backlog_tolerance_s,
     )
+    current = obs.executors
+    if config.slo_horizon_s <= 0 or not math.isfinite(target):
+        return target
+    if target <= current * (1 + config.tolerance):
+        return target
+    budget = SLO_MARGIN * config.urgent_time_lag_s
+    for executors in range(current + 1, math.ceil(target - 1e-9)):
+        if predicted_peak_time_lag(config, obs, capacity, executors) <= budget:
+            return float(executors)
+    return target
 
 
 def _rate_wanted(config: PolicyConfig, obs: Observation, capacity: Capacity, up: bool) -> float:
@@ -493,7 +579,7 @@ def decide(
     sizing: Capacity | None = None
     if config.kind is PolicyKind.LAG:
         target = _lag_target(config, obs)
-    elif obs.input_rate <= 0 and obs.total_lag <= 0:
+    elif obs.arrival_rate <= 0 and obs.total_lag <= 0:
         target = 0.0  # nothing arriving and nothing behind needs no capacity
     else:
         sizing = capacity

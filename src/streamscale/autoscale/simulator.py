@@ -20,8 +20,9 @@ The model, as Spark Structured Streaming runs a query with a processing-time tri
   first batch pays ``warmup_s`` more (their Python workers start, caches are cold);
 - every ``control_interval_s`` the strategy sees an :class:`~streamscale.autoscale.policy.
   Observation` as the production controller builds it (average input and processed rates
-  over the interval, the last ``batch_history`` batches with their start times, records lag
-  split evenly over partitions, time lag) and answers with an executor count — the production
+  over the last ``rate_window_s``, the input over the last ``recent_window_s``, the last
+  ``batch_history`` batches with their start times, records lag split evenly over
+  partitions, time lag) and answers with an executor count — the production
   policy code, :func:`policy.decide`;
 - records lag is FIFO: time lag is the age of the oldest unprocessed record;
 - a policy starts at the count it settles on for the trace's first rate with no lag, knowing
@@ -67,7 +68,7 @@ from typing import Any
 
 from streamscale.autoscale import policy
 from streamscale.autoscale.capacity import BatchSample, Capacity, CapacityMethod, fit
-from streamscale.autoscale.traces import Trace
+from streamscale.autoscale.traces import Trace, from_decision_log
 
 _EPS = 1e-6
 _MIN_BATCH_S = 0.01
@@ -98,6 +99,11 @@ class ClusterModel:
     warmup_s: float = 2.0
     """Extra time of the first batch after executors join (Python workers start)."""
     control_interval_s: int = 10
+    rate_window_s: int = 30
+    """Seconds the observed input and processed rates average over (the lag tracker's
+    ``rate_window_s``: a controller sees a 30 s average, not the last interval)."""
+    recent_window_s: int = 10
+    """Seconds of the recent input rate (the lag tracker's ``recent_window_s``)."""
     metrics_age_s: float = 1.0
     batch_history: int = 64
     """Recent batches the strategy sees (the lag tracker keeps 64)."""
@@ -117,8 +123,10 @@ class ClusterModel:
     def __post_init__(self) -> None:
         if self.executor_rate <= 0 or self.partitions < 1 or self.splits_per_partition < 1:
             raise ValueError("executor_rate > 0, partitions >= 1, splits >= 1 required")
-        if self.executor_cores < 1 or self.control_interval_s < 1:
-            raise ValueError("executor_cores and control_interval_s must be >= 1")
+        if min(self.executor_cores, self.control_interval_s, self.rate_window_s) < 1:
+            raise ValueError("executor_cores, control_interval_s and rate_window_s must be >= 1")
+        if self.recent_window_s < 1:
+            raise ValueError("recent_window_s must be >= 1")
         if min(self.start_delay_s, self.stop_delay_s, self.rescale_pause_s) < 0:
             raise ValueError("delays must be >= 0")
         if min(self.fixed_cost_s, self.trigger_interval_s, self.warmup_s) < 0:
@@ -297,8 +305,8 @@ class _Cluster:
             setattr(other, name, getattr(self, name))
         other.pending = list(self.pending)
         other.stopping = list(self.stopping)
-        # Histories are only read over the last interval: keep them short in copies.
-        keep = self.model.control_interval_s
+        # Histories are only read over the rate windows: keep them short in copies.
+        keep = max(self.model.control_interval_s, self.model.rate_window_s)
         other.inputs = self.inputs[-keep:]
         other.outputs = self.outputs[-keep:]
         other.batches = self.batches[-self.model.batch_history :]
@@ -339,7 +347,8 @@ class _Cluster:
 
     def observe(self, now: int) -> policy.Observation:
         model = self.model
-        window = model.control_interval_s
+        window = model.rate_window_s
+        recent = self.inputs[-model.recent_window_s :]
         inputs = self.inputs[-window:]
         outputs = self.outputs[-window:]
         total = round(self.lag)
@@ -354,6 +363,7 @@ class _Cluster:
             splits_per_partition=model.splits_per_partition,
             partition_lag=lags,
             input_rate=sum(inputs) / len(inputs) if inputs else 0.0,
+            recent_input_rate=sum(recent) / len(recent) if recent else None,
             processed_rate=sum(outputs) / len(outputs) if outputs else 0.0,
             batches=tuple(self.batches[-model.batch_history :]),
             metrics_age_s=None if outage or not inputs else model.metrics_age_s,
@@ -425,13 +435,16 @@ class _Cluster:
         if self.lag < 1:
             self.time_lag = 0.0
         else:
+            # The oldest whole record arrived when its last part did (batches take whole
+            # records): a fraction left at the head waits for the next arrivals.
+            position = min(self.done + 1.0, self.arrived)
             cum = self.cum
             ptr = self.ptr
-            while ptr + 1 < len(cum) and cum[ptr + 1] <= self.done:
+            while ptr + 1 < len(cum) and cum[ptr + 1] <= position:
                 ptr += 1
             self.ptr = ptr
             rate = self.rates[ptr] if ptr < len(self.rates) else 0.0
-            oldest = ptr + ((self.done - cum[ptr]) / rate if rate > 0 else 0.0)
+            oldest = ptr + ((position - cum[ptr]) / rate if rate > 0 else 0.0)
             self.time_lag = max(0.0, t + 1 - oldest)
         self.t = t + 1
 
@@ -810,12 +823,12 @@ executors added meanwhile cannot share, as in Spark)."""
 
 DEMO = Scenario(
     ClusterModel(
-        executor_rate=11_000.0,
-        fixed_cost_s=1.2,
+        executor_rate=20_000.0,
+        fixed_cost_s=0.74,
         trigger_interval_s=1.0,
         max_records_per_trigger=20_000,
         partitions=8,
-        start_delay_s=8,
+        start_delay_s=11,
         stop_delay_s=1,
         rescale_pause_s=1,
         warmup_s=3.0,
@@ -829,11 +842,13 @@ DEMO = Scenario(
 )
 """``streamscale demo`` with its defaults on the 2-core machine: two topics of 4 partitions,
 1..2 executors of 1 core, 1 s trigger, ``maxOffsetsPerTrigger`` 20 000, a decision every 5 s,
-a 30 s window, a fresh controller. Fixed cost (1.2 s per batch) and rate (11 000 records/s
-per executor) calibrated on the decision log of a real ``streamscale demo`` run on the 2-core
-machine (2026-11-23, load average ~6; ``tests/unit/autoscale/demo_decisions.jsonl``); start
-(8 s), stop (1 s), pause (1 s: game sessions keep their state on the driver) and warm-up (3 s:
-Python workers) as measured on the local cluster (docs/benchmarks.md)."""
+a 30 s window, a fresh controller. Fixed cost (0.74 s per batch), rate (20 000 records/s per
+executor) and start delay (11 s) calibrated (:func:`calibrate`) on the decision log of a real
+``streamscale demo`` run at its defaults on the 2-core machine (2026-11-24, Spark's connector;
+``tests/unit/autoscale/demo_decisions.jsonl``): its 45 batches at the 20 000 limit and 8 at
+lag 0 with two executors; stop (1 s), pause (1 s: game sessions keep their state on the
+driver) and warm-up (3 s: Python workers) as measured on the local cluster
+(docs/benchmarks.md)."""
 
 SCENARIOS: dict[str, Scenario] = {"demo": DEMO}
 
@@ -872,10 +887,55 @@ class Calibration:
         return replace(model, **changes)  # type: ignore[arg-type]
 
 
+def _calibration_fit(batches: Sequence[BatchSample]) -> Capacity:
+    """Fixed cost and rate at the executor count that ran the most batches (on 2 cores the
+    per-batch overhead shrinks as executors are added — it is mostly per task — so counts are
+    not pooled): the production fit, else the line through the medians of the large (over
+    half the largest) and the small (under a quarter) batches, a run at the batch limit and
+    at lag 0 being two such clusters too alike in spread for the fit's significance test."""
+    by_count: dict[int, list[BatchSample]] = {}
+    for batch in batches:
+        if batch.records > 0 and batch.busy_s > 0:
+            by_count.setdefault(batch.executors or 1, []).append(batch)
+    if not by_count:
+        return fit(batches, executors_now=1, tasks_cap=1)
+    count, same = max(by_count.items(), key=lambda item: (len(item[1]), item[0]))
+    capacity = fit(same, executors_now=count, tasks_cap=count)
+    if capacity.known:
+        return capacity
+    top = max(b.records for b in same)
+    large = [b for b in same if b.records > top / 2]
+    small = [b for b in same if b.records < top / 4]
+    if len(large) < 3 or len(small) < 3:
+        return capacity
+    x_large = statistics.median(b.records for b in large) / count
+    x_small = statistics.median(b.records for b in small) / count
+    y_large = statistics.median(b.busy_s for b in large)
+    y_small = statistics.median(b.busy_s for b in small)
+    if y_large <= y_small:
+        return capacity
+    slope = (y_large - y_small) / (x_large - x_small)
+    note = f"medians of {len(large)} large and {len(small)} small batches at {count} executor(s)"
+    fixed = max(0.0, y_small - slope * x_small)
+    return Capacity(fixed, 1 / slope, CapacityMethod.FIT, len(large) + len(small), note)
+
+
+def _controller_fit(ordered: Sequence[Mapping[str, Any]]) -> Capacity | None:
+    """The last capacity the run's controller fitted itself (its record says ``fit``)."""
+    for record in reversed(ordered):
+        rate, fixed = record.get("executor_rate"), record.get("fixed_cost_s")
+        if record.get("capacity_method") == "fit" and rate and fixed is not None:
+            note = "fitted by the run's controller (its batches pooled are too noisy)"
+            return Capacity(float(fixed), float(rate), CapacityMethod.FIT, 0, note)
+    return None
+
+
 def calibrate(records: Sequence[Mapping[str, Any]]) -> Calibration:
     """Fit fixed cost and per-executor rate on the batches of a decision log (its parsed JSON
     lines, as ``controller.DecisionRecord`` writes them) with the production fit
-    (:func:`~streamscale.autoscale.capacity.fit`); measure the control interval and the
+    (:func:`~streamscale.autoscale.capacity.fit`) on the batches of the executor count that ran
+    the most (:func:`_calibration_fit`) — or, when those cannot be fitted, take the last fit the
+    run's own controller recorded; measure the control interval and the
     scale-up delay (to the control interval) where the log shows them.
 
     Raises ValueError when a record is not of that shape.
@@ -900,8 +960,9 @@ def calibrate(records: Sequence[Mapping[str, Any]]) -> Calibration:
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"not a decision log record: {exc}") from None
     batches = [seen[k] for k in sorted(seen)]
-    most = max((b.executors or 1 for b in batches), default=1)
-    capacity = fit(batches, executors_now=most, tasks_cap=most)
+    capacity = _calibration_fit(batches)
+    if not capacity.known:
+        capacity = _controller_fit(ordered) or capacity
     gaps = [b - a for a, b in itertools.pairwise(times) if b > a]
     return Calibration(
         capacity=capacity,
@@ -909,3 +970,72 @@ def calibrate(records: Sequence[Mapping[str, Any]]) -> Calibration:
         control_interval_s=statistics.median(gaps) if gaps else None,
         start_delay_s=statistics.median(delays) if delays else None,
     )
+
+
+@dataclass(frozen=True)
+class Action:
+    """A change of the executor count, in seconds from the start of a run or a replay."""
+
+    t: float
+    current: int
+    desired: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A real run's input replayed on the simulator calibrated from the same run's log."""
+
+    trace: Trace
+    model: ClusterModel
+    calibration: Calibration
+    real: tuple[Action, ...]
+    simulated: SimResult
+
+    @property
+    def actions(self) -> tuple[Action, ...]:
+        """The simulated run's actions."""
+        return tuple(
+            Action(float(d.t), d.current, d.desired, d.reason)
+            for d in self.simulated.decisions
+            if d.desired != d.current
+        )
+
+    def matches(self, tolerance_s: float | None = None) -> bool:
+        """Same actions in the same order and directions, each within ``tolerance_s`` (one
+        control interval by default) of the real one."""
+        tolerance = self.model.control_interval_s if tolerance_s is None else tolerance_s
+        simulated = self.actions
+        if len(simulated) != len(self.real):
+            return False
+        return all(
+            (s.desired > s.current) == (r.desired > r.current) and abs(s.t - r.t) <= tolerance
+            for s, r in zip(simulated, self.real, strict=True)
+        )
+
+
+def replay(records: Sequence[Mapping[str, Any]], scenario: Scenario) -> Replay:
+    """Calibrate ``scenario``'s model on a real decision log (:func:`calibrate`), replay the
+    run's input (:func:`~streamscale.autoscale.traces.from_decision_log`) with the policy the
+    scenario configures, and pair the real actions with the simulated ones.
+
+    Times are seconds from the log's first record with metrics. Raises ValueError (a
+    ``TraceError`` included) when the log cannot be calibrated or replayed.
+    """
+    calibration = calibrate(records)
+    model = calibration.apply(scenario.model)
+    trace = from_decision_log(records, "replay", tail_s=model.control_interval_s)
+    ordered = sorted(records, key=lambda r: float(r["time"]))
+    start = next(float(r["time"]) for r in ordered if r.get("total_lag") is not None)
+    real = tuple(
+        Action(
+            round(float(r["time"]) - start, 1),
+            int(r["running"]) + int(r.get("pending") or 0),
+            int(r["desired"]),
+            str(r["reason"]),
+        )
+        for r in ordered
+        if r.get("outcome") == "applied" and r.get("direction") in ("up", "down")
+    )
+    result = simulate(trace, model, replace(scenario, model=model).policy_config())
+    return Replay(trace, model, calibration, real, result)

@@ -11,8 +11,9 @@ per executor, 8 partitions, 1..8 executors), so that every one of them needs sca
 - ``diurnal``: two compressed "days" of 20 minutes, a sine between 1 000 and 6 000 rec/s;
 - ``demo``: the profile of ``streamscale demo`` with its defaults (game sessions: 800 frames/s,
   each frame a request and, 100 times in 101, an approval — 1 592 records/s — for 36 s, a burst
-  of 60 000 frames produced in about 2 s, 800 frames/s for 72 s, then nothing until 200 s); it
-  comes with its own cluster (``simulator.SCENARIOS``): 8 topic-partitions, 1..2 executors.
+  of 450 000 frames produced in about 10 s, 800 frames/s for 72 s, then nothing until 240 s);
+  it comes with its own cluster (``simulator.SCENARIOS``): 8 topic-partitions, 1..2
+  executors.
 
 A CSV trace has the header ``t_seconds,input_rate``; rows give the rate (records/s) from that
 second on, with strictly increasing non-negative seconds starting at 0. The last rate holds
@@ -23,9 +24,10 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 class TraceError(ValueError):
@@ -122,10 +124,10 @@ DEMO_RECORDS_PER_FRAME = 1 + 100 / 101
 def demo(
     frames_per_s: float = 800.0,
     steady_s: int = 36,
-    burst_frames: int = 60_000,
+    burst_frames: int = 450_000,
     after_s: int = 72,
-    burst_s: int = 2,
-    duration_s: int = 200,
+    burst_s: int = 10,
+    duration_s: int = 240,
 ) -> Trace:
     """``streamscale demo``'s default load in records/s, from the pipeline's start (defaults:
     ``DemoOptions``, 240 s runs of which the first ~40 s start the broker and the cluster)."""
@@ -178,6 +180,45 @@ def parse_csv(text: str, source: str = "<trace>", tail_s: int = 300) -> Trace:
     if not points:
         raise TraceError(f"{source}: no data rows")
     return Trace(Path(source).stem, tuple(points), int(points[-1][0]) + tail_s)
+
+
+def from_decision_log(
+    records: Sequence[Mapping[str, Any]], name: str = "replay", tail_s: int = 0
+) -> Trace:
+    """The input of a real run, replayed from its decision log (``decisions.jsonl``).
+
+    Second 0 is the first record with metrics. Between two records, records arrived at
+    ``Δ(processed + lag) / Δt``: processed counts the records of the batches each record lists
+    (those completed since the previous one), lag is the record's ``total_lag`` — so the
+    trace is exact up to when the lag was sampled, and finer than the 30 s rate average the
+    records also carry. Raises :class:`TraceError` when no record has metrics.
+    """
+    points: list[tuple[float, float]] = []
+    processed = 0
+    start: float | None = None
+    previous: tuple[float, float] | None = None  # (time, arrived)
+    try:
+        for record in sorted(records, key=lambda r: float(r["time"])):
+            processed += sum(int(batch[3]) for batch in record.get("batches") or ())
+            lag = record.get("total_lag")
+            if lag is None:
+                continue
+            now, arrived = float(record["time"]), processed + int(lag)
+            if previous is None:
+                start = now
+            else:
+                second = round(previous[0] - (start or now))
+                rate = max(0.0, (arrived - previous[1]) / max(now - previous[0], 1e-3))
+                if points and second <= points[-1][0]:
+                    points.pop()
+                points.append((float(second), round(rate, 3)))
+            previous = (now, arrived)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise TraceError(f"{name}: not a decision log record: {exc}") from None
+    if previous is None or start is None or not points:
+        raise TraceError(f"{name}: no two decision records with metrics to replay")
+    end = round(previous[0] - start)
+    return Trace(name, tuple(points), max(end, int(points[-1][0]) + 1) + tail_s)
 
 
 def load(name_or_path: str, tail_s: int = 300) -> Trace:

@@ -298,6 +298,8 @@ class QuerySnapshot:
     processed_rate: float
     batches: tuple[BatchStats, ...]
     batch_durations: HistogramState
+    recent_input_rate: float | None = None
+    """Input records/s over the tracker's short window (a step shows in it first)."""
 
     @property
     def age_s(self) -> float:
@@ -334,7 +336,8 @@ class LagTracker:
     """Samples of every query → snapshots; thread-safe.
 
     ``max_points`` bounds each partition's history, ``max_batches`` the recent batches kept
-    per query, ``rate_window_s`` the window of the input and processed rates.
+    per query, ``rate_window_s`` the window of the input and processed rates,
+    ``recent_window_s`` the short window of the recent input rate.
     """
 
     def __init__(
@@ -343,11 +346,13 @@ class LagTracker:
         max_points: int = 128,
         max_batches: int = 64,
         rate_window_s: float = 30.0,
+        recent_window_s: float = 10.0,
         duration_buckets: Sequence[float] = DEFAULT_DURATION_BUCKETS,
     ) -> None:
         self.max_points = max_points
         self.max_batches = max_batches
         self.rate_window_s = rate_window_s
+        self.recent_window_s = recent_window_s
         self.duration_buckets = tuple(duration_buckets)
         self._lock = threading.Lock()
         self._queries: dict[str, _QueryState] = {}
@@ -440,7 +445,7 @@ class LagTracker:
 
     def _snapshot(self, query: str, state: _QueryState, now: float) -> QuerySnapshot:
         partitions: list[PartitionLag] = []
-        input_rate = processed_rate = 0.0
+        input_rate = processed_rate = recent_input_rate = 0.0
         for (topic, partition), history in sorted(state.histories.items()):
             last = history.latest
             if last is None:
@@ -457,6 +462,7 @@ class LagTracker:
                 )
             )
             input_rate += growth_rate(ends, self.rate_window_s)
+            recent_input_rate += growth_rate(ends, self.recent_window_s)
             processed_rate += growth_rate(history.processed_points(), self.rate_window_s)
         durations = state.durations or _Histogram(self.duration_buckets)
         return QuerySnapshot(
@@ -468,6 +474,7 @@ class LagTracker:
             processed_rate=processed_rate,
             batches=tuple(state.batches),
             batch_durations=durations.state(),
+            recent_input_rate=recent_input_rate,
         )
 
     # autoscaler reports -------------------------------------------------------------------

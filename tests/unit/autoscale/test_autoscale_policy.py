@@ -23,6 +23,7 @@ from streamscale.autoscale.policy import (
     Reason,
     decide,
     has_backlog,
+    predicted_peak_time_lag,
     upper_bound,
     urgent_backlog,
 )
@@ -162,13 +163,33 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
     ),
     # a sustained overload: 2 executors (2000 rec/s) fall behind, 10 s of time lag, and the
     # time lag grows at 1 − 2000/4500 until new executors run 18 s later: 20 s < 30 s, the
-    # usual catch-up. 4500/0.7 + 50000/300 + 4500*18/300 = 6865 rec/s → 6.87 / 1.1 → 7
+    # usual catch-up. 4500/0.7 + 50000/300 + 4500*18/300 = 6865 rec/s → 6.87 / 1.1 → 7; but
+    # 5 executors (5000 rec/s) keep the predicted time lag under 0.8 × 30 s for the next
+    # 60 s (about 20 s when they start, falling after): the SLO bounds the scale-up at 5
     (
         "rate: a sustained overload",
         RATE,
         QUIET,
         obs(executors=2, input_rate=4500, lag=50_000, time_lag_s=10.0),
-        7,
+        5,
+        Reason.SCALE_UP_BACKLOG,
+    ),
+    # a spike: 6000 rec/s on 2 executors, 40 000 behind, 7 s old; the rate target is 8.7, but
+    # 6 executors keep the predicted time lag at most 20.5 s over the next 60 s (≤ 0.8 × 30)
+    (
+        "rate: the SLO bounds a scale-up",
+        RATE,
+        QUIET,
+        obs(executors=2, input_rate=6000, lag=40_000, time_lag_s=7.0),
+        6,
+        Reason.SCALE_UP_BACKLOG,
+    ),
+    (
+        "rate: without the SLO bound, the rate target",
+        replace(RATE, slo_horizon_s=0),
+        QUIET,
+        obs(executors=2, input_rate=6000, lag=40_000, time_lag_s=7.0),
+        8,
         Reason.SCALE_UP_BACKLOG,
     ),
     # a burst: 195 000 records beyond in-flight work, 10 s old, drained at 2000 rec/s, would
@@ -371,7 +392,7 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
     # 20 000 / (10 000 / 0.7) = 1.4 s: 10 000 / 0.7 / (4 000 × (1 − 1 / 1.4)) = 12.5 → 8
     (
         "the fixed cost and the batch limit raise the count",
-        replace(RATE, max_records_per_trigger=20_000),
+        replace(RATE, max_records_per_trigger=20_000, slo_horizon_s=0),
         QUIET,
         obs(
             executors=2,
@@ -392,7 +413,7 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
     ),
     (
         "warm after three batches",
-        RATE,
+        replace(RATE, slo_horizon_s=0),
         replace(QUIET, stable_since_s=NOW - 50, running=2),
         obs(executors=2, input_rate=5000, batches=sized_batches(1000, 2, [1, 4, 1, 4, 1, 4])),
         7,  # 5000 / 0.7 + 5000 × 18 / 300 = 7443 rec/s → 7.44 / 1.1 → 7
@@ -666,3 +687,43 @@ def test_small_batches_at_lag_0_never_scale_out(
     decision, _ = decide(config, PolicyState(), o)
     if o.executors <= upper_bound(config, o):
         assert decision.direction <= 0
+
+
+ONE_K = Capacity(0.0, 1000.0, CapacityMethod.FIT, 6)
+"""1 000 records/s per executor, no fixed cost, no batch limit: throughput = 1 000 × n."""
+
+
+@pytest.mark.parametrize(
+    ("observation", "executors", "peak"),
+    [
+        # caught up, 2 000 rec/s for 1 000 arriving: the time lag stays 0
+        (obs(executors=2, input_rate=1000), 2, 0.0),
+        # one fewer: 5 s of rescale pause with nothing processed, then 1 000 for 1 000
+        (obs(executors=2, input_rate=1000), 1, 5.0),
+        # one more: 13 s at 2 000 (caught up), then the 5 s pause: 5 s behind, then drained
+        (obs(executors=2, input_rate=1000), 3, 5.0),
+        # 3 000 arriving, 2 000 processed: 1/3 s per s for 13 s, + 5 s of pause, then level
+        (obs(executors=2, input_rate=3000, time_lag_s=0.0), 3, 13 / 3 + 5),
+        # unchanged at 2 000 for 3 000: 1/3 s per s over the 60 s horizon
+        (obs(executors=2, input_rate=3000, time_lag_s=0.0), 2, 20.0),
+        # a backlog 10 s old drained at once: the time lag never passes its start
+        (obs(executors=2, input_rate=1000, lag=10_000, time_lag_s=10.0), 2, 10.0),
+    ],
+)
+def test_predicted_peak_time_lag(observation: Observation, executors: int, peak: float) -> None:
+    assert predicted_peak_time_lag(RATE, observation, ONE_K, executors) == pytest.approx(peak)
+
+
+@given(
+    executors=st.integers(1, 8),
+    input_rate=st.floats(0, 20_000),
+    lag=st.integers(0, 500_000),
+    time_lag=st.floats(0, 300),
+)
+def test_more_executors_never_predict_a_higher_peak(
+    executors: int, input_rate: float, lag: int, time_lag: float
+) -> None:
+    o = obs(executors=executors, input_rate=input_rate, lag=lag, time_lag_s=time_lag)
+    peaks = [predicted_peak_time_lag(RATE, o, ONE_K, n) for n in range(executors + 1, 10)]
+    assert all(a >= b - 1e-9 for a, b in itertools.pairwise(peaks))
+    assert all(p >= time_lag - 1e-9 for p in peaks)

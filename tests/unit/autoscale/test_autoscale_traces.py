@@ -25,15 +25,15 @@ def test_step_shape() -> None:
 
 
 def test_demo_profile() -> None:
-    """``streamscale demo``'s defaults: 800 frames/s (1 592 records/s) for 36 s, 60 000
-    frames in 2 s, 800 frames/s for 72 s, then nothing."""
+    """``streamscale demo``'s defaults: 800 frames/s (1 592 records/s) for 36 s, 450 000
+    frames in 10 s, 800 frames/s for 72 s, then nothing until 240 s."""
     trace = traces.load("demo")
     rates = trace.per_second()
     steady = 800 * (1 + 100 / 101)
-    assert rates[0] == rates[35] == rates[38] == rates[109] == pytest.approx(steady, abs=0.01)
-    assert sum(rates[36:38]) == pytest.approx(60_000 * (1 + 100 / 101), abs=1)
-    assert rates[110] == rates[-1] == 0
-    assert trace.duration_s == 200
+    assert rates[0] == rates[35] == rates[46] == rates[117] == pytest.approx(steady, abs=0.01)
+    assert sum(rates[36:46]) == pytest.approx(450_000 * (1 + 100 / 101), abs=1)
+    assert rates[118] == rates[-1] == 0
+    assert trace.duration_s == 240
 
 
 def test_csv(tmp_path: Path) -> None:
@@ -75,3 +75,41 @@ def test_unknown_name_or_file(tmp_path: Path) -> None:
     bad.write_bytes(b"\xff\xfe")
     with pytest.raises(traces.TraceError, match="cannot read"):
         traces.load(str(bad))
+
+
+def _record(t: float, lag: int | None, batches: list[int]) -> dict[str, object]:
+    """A decision record at ``t`` with ``total_lag`` and batches of these sizes."""
+    return {
+        "time": 1_000.0 + t,
+        "total_lag": lag,
+        "batches": [[i, 1_000.0 + t - 1, 0.5, n, 1] for i, n in enumerate(batches)],
+    }
+
+
+def test_a_decision_log_replays_its_input() -> None:
+    records = [
+        _record(0, None, []),  # no metrics yet: not replayed
+        _record(5, 0, [300]),
+        _record(10, 2_000, [1_000]),  # 1 000 processed + 2 000 more behind: 600 rec/s
+        _record(15, 500, [4_000]),  # 4 000 processed, 1 500 less behind: 500 rec/s
+        _record(20, 0, [500]),  # 500 processed, 500 less behind: 0 rec/s
+    ]
+    trace = traces.from_decision_log(records[::-1])  # in any order
+    assert trace.points == ((0, 600.0), (5, 500.0), (10, 0.0))
+    assert trace.duration_s == 15
+    assert traces.from_decision_log(records, tail_s=10).duration_s == 25
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        ([], "no two decision records with metrics"),
+        ([_record(5, 0, [])], "no two decision records with metrics"),
+        ([{"time": "x", "total_lag": 0}], "not a decision log record"),
+    ],
+)
+def test_a_decision_log_that_cannot_be_replayed(
+    records: list[dict[str, object]], message: str
+) -> None:
+    with pytest.raises(traces.TraceError, match=message):
+        traces.from_decision_log(records)
