@@ -26,6 +26,8 @@ pytestmark = pytest.mark.integration
 
 INTERVAL_S = 5.0
 WINDOW_S = 15.0
+DURATION_S = 80
+"""Load for 80 s: 12 s steady, the burst, 24 s steady (then the run settles)."""
 BURST = 300_000
 """Frames (about 600,000 records): one executor drains about 13,000 records/s, so ~45 s."""
 
@@ -42,7 +44,7 @@ def demo_run(
         "streamscale.cli.main",
         "demo",
         "--duration",
-        "120",
+        str(DURATION_S),
         "--burst",
         str(BURST),
         "--report-dir",

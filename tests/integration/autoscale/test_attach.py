@@ -29,7 +29,7 @@ from streamscale import cluster
 pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 420  # about 2 min on an idle 2-core machine
-BACKLOG = 120_000
+BACKLOG = 90_000
 PARTITIONS = 4
 BATCH = 4_000
 WORK_S_PER_RECORD = 0.0005

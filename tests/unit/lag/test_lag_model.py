@@ -276,6 +276,17 @@ def test_tracker_snapshot() -> None:
     assert [s.query for s in tracker.snapshots(112.0)] == ["q"]
 
 
+def test_tracker_recent_input_rate_shows_a_step_before_the_long_average() -> None:
+    tracker = LagTracker(rate_window_s=30.0, recent_window_s=10.0)
+    for t in range(0, 31, 5):  # 100 records/s for 20 s, then 1 000 records/s
+        end = 100 * t if t <= 20 else 2_000 + 1_000 * (t - 20)
+        tracker.ingest(_sample(float(t), {("a", 0): (end, end)}))
+    snap = tracker.snapshot("q", 30.0)
+    assert snap is not None
+    assert snap.recent_input_rate == pytest.approx(1_000.0)
+    assert snap.input_rate == pytest.approx((12_000 - 0) / 30)
+
+
 def test_tracker_refresh_keeps_signal_fresh_and_forget_drops() -> None:
     tracker = LagTracker()
     tracker.refresh("q", 5.0)  # unknown query: nothing
