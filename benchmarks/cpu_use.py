@@ -8,7 +8,9 @@ sum, not any one part, sets the ceiling.
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from streamscale import processes
@@ -40,6 +42,16 @@ def snapshot() -> dict[tuple[str, str], float]:
             continue
         if fields is not None:
             out[(pid, _kind(pid, cmd))] = (int(fields[11]) + int(fields[12])) / TICK
+    return out
+
+
+def spent(
+    before: dict[tuple[str, str], float], after: dict[tuple[str, str], float]
+) -> dict[str, float]:
+    """CPU seconds by kind between two snapshots (processes alive at ``after``)."""
+    out: dict[str, float] = {}
+    for key, seconds in after.items():
+        out[key[1]] = out.get(key[1], 0.0) + seconds - before.get(key, 0.0)
     return out
 
 
@@ -95,3 +107,55 @@ class BatchCpu:
             return "CPU: fewer than two batches"
         records = sum(n for n, _ in self.marks[1:])
         return per_record(self.marks[0][1], self.marks[-1][1], records)
+
+    def steady_spent(self) -> tuple[int, dict[str, float]]:
+        """Records of batches 2+ and the CPU seconds by kind spent on them (call after
+        :meth:`steady`)."""
+        if len(self.marks) < 2:
+            return 0, {}
+        records = sum(n for n, _ in self.marks[1:])
+        return records, spent(self.marks[0][1], self.marks[-1][1])
+
+
+def rss_mb(kinds: Iterable[str]) -> float:
+    """Summed resident memory (VmRSS, MB) of the processes of these kinds now."""
+    wanted = set(kinds)
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline") as f:
+                cmd = f.read().replace("\0", " ")
+            if _kind(pid, cmd) not in wanted:
+                continue
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+                        break
+        except OSError:
+            continue
+    return total / 1024
+
+
+class RssPeak:
+    """Peak of :func:`rss_mb` over a span, sampled every ``interval`` s in a thread."""
+
+    def __init__(self, kinds: Iterable[str], interval: float = 0.25) -> None:
+        self.kinds = tuple(kinds)
+        self.interval = interval
+        self.peak = 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            self.peak = max(self.peak, rss_mb(self.kinds))
+            self._done.wait(self.interval)
+
+    def stop(self) -> float:
+        self._done.set()
+        self._thread.join(5)
+        return max(self.peak, rss_mb(self.kinds))

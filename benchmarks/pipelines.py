@@ -1,39 +1,53 @@
 """The seed pipelines end to end on the embedded broker, side by side in one run.
 
     .venv/bin/python benchmarks/pipelines.py [--purchases 1000000] [--frames 500000]
-        [--products 100000] [--batch 500000] [--game-batch 500000] [--skip-quix]
-        [--source auto|kafka|streamscale-kafka]
+        [--products 100000] [--batch N] [--game-batch N] [--skip-quix]
+        [--source auto|kafka|streamscale-kafka] [--kstreams] [--threads 2] [--runs 1]
 
 Fills the topics first (the generators' record builders, seeded), then measures, each
-reading everything from the earliest offset and writing its output to Kafka:
+reading everything from the earliest offset and writing its output to its own Kafka topics
+(stamped by the broker: ``LogAppendTime``):
 
 - enrichment in Spark (``streamscale run enrichment``'s query, ``availableNow``);
+- game sessions in Spark over about ``2 × frames`` records (frames and approvals);
 - (a) the same enrichment as a plain single-process confluent-kafka loop;
 - (b) the same enrichment in Quix Streams (its own venv ``.venv-quix``, created on first use
   with ``quixstreams==3.28.1``: it pins confluent-kafka and pydantic below this project's);
-- game sessions in Spark over about ``2 × frames`` records (frames and approvals).
+- with ``--kstreams``, both pipelines on Kafka Streams (``benchmarks/kstreams.py``'s apps and
+  checks), last, on the same broker and topics: the sentinel frames that close its last
+  sessions are appended only after every other engine has read the frames. Spark's game
+  sessions then read the same sentinels in a restart of each query from its checkpoint, so
+  that their output, too, is complete and checked in full.
 
 ``--source`` chooses how both Spark pipelines read Kafka (``auto``: each pipeline's default);
 repeated (``--source kafka --source streamscale-kafka``), each pipeline runs once per value
 in one Spark session, on the same records, so that the readers compare side by side.
 
-Spark figures: "steady" = input rows / trigger time over the batches after the first (which
-pays for Python worker start), "end to end" = input rows / wall time of the whole run. The
-enrichment restart cost (rebuilding the table from the compacted topic) is measured too.
+Every Spark and Kafka Streams output is checked against the reference (the project's pure
+functions on the records read back, as ``benchmarks/kstreams.py`` builds it) before its
+figures count. Spark figures: "steady" = input rows / trigger time over the batches after the
+first (which pays for Python worker start; the default batch sizes give 5+ of them), "end to
+end" = input rows / wall time of the whole query. The enrichment restart cost (rebuilding the
+table from the compacted topic) is measured too. ``--runs N``: a fresh broker and the same
+seeded data per run, the table of each run, then the median of the runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +73,8 @@ QUIX_VENV = ROOT / ".venv-quix"
 QUIX_VERSION = "quixstreams==3.28.1"
 PARTITIONS = 4
 SEED = 42
+FRAME_RATE = 20_000  # event-time frames/s of the generated game frames
+STEADY_BATCHES = 5  # Spark batches after the first that a steady figure needs
 # Quix reads topic configs back and needs these explicitly (the embedded broker reports
 # only explicit configs); harmless for the others.
 EXPLICIT = {"retention.ms": str(7 * 24 * 3600 * 1000), "retention.bytes": "-1"}
@@ -124,15 +140,39 @@ def spark_rates(query: Any, wall_s: float) -> dict[str, float]:
     }
 
 
-def run_spark(spark: Any, pipeline: Any) -> tuple[Any, float]:
+SPARK_KINDS = ("spark jvm", "python workers", "benchmark process")
+
+
+@dataclasses.dataclass
+class SparkRun:
+    """What one Spark query cost: wall time, start (epoch ms), steady CPU by kind, peak RSS."""
+
+    wall_s: float
+    started_ms: float
+    steady_records: int
+    cpu: dict[str, float]
+    peak_rss_mb: float
+
+
+def run_spark(spark: Any, pipeline: Any) -> tuple[Any, SparkRun]:
     cpu = cpu_use.BatchCpu(spark)
+    # The PySpark driver is this process, which also holds the benchmark's reference records:
+    # only its growth during the query counts.
+    driver_before = cpu_use.rss_mb(["benchmark process"])
+    rss = cpu_use.RssPeak(["spark jvm", "python workers"])
+    driver_rss = cpu_use.RssPeak(["benchmark process"])
+    started_ms = time.time() * 1000
     began = time.perf_counter()
-    query = pipeline.start(spark, {"availableNow": True})
-    query.awaitTermination()
+    try:
+        query = pipeline.start(spark, {"availableNow": True})
+        query.awaitTermination()
+    finally:
+        peak = rss.stop() + max(0.0, driver_rss.stop() - driver_before)
     if query.exception() is not None:
         raise RuntimeError(str(query.exception()))
     wall = time.perf_counter() - began
     print(f"  {pipeline.name} steady {cpu.steady()}", flush=True)
+    records, spent = cpu.steady_spent()
     for p in query.recentProgress:
         if p.numInputRows:
             print(
@@ -142,7 +182,7 @@ def run_spark(spark: Any, pipeline: Any) -> tuple[Any, float]:
                 f"latestOffset {p.durationMs.get('latestOffset', 0) / 1000:.1f} s)",
                 flush=True,
             )
-    return query, wall
+    return query, SparkRun(wall, started_ms, records, spent, peak)
 
 
 # --- (a) plain confluent-kafka loop ---------------------------------------------------------
@@ -248,51 +288,107 @@ def quix_enrichment(settings: Settings, topics: EnrichmentTopics, out_topic: str
     return float(json.loads(lines[-1])["rate"])
 
 
-# --- main ----------------------------------------------------------------------------------
+# --- one table ----------------------------------------------------------------------------
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--purchases", type=int, default=1_000_000)
-    parser.add_argument("--products", type=int, default=100_000)
-    parser.add_argument("--frames", type=int, default=500_000, help="frames (x2 records)")
-    parser.add_argument(
-        "--batch",
-        type=int,
-        default=500_000,
-        help="enrichment: maxOffsetsPerTrigger of each source (purchases, referential)",
-    )
-    parser.add_argument(
-        "--game-batch",
-        type=int,
-        default=500_000,
-        help="game sessions: records per micro-batch (both topics, one source)",
-    )
-    parser.add_argument(
-        "--source",
-        choices=("auto", "kafka", "streamscale-kafka"),
-        action="append",
-        help="Kafka reader of both Spark pipelines (auto, the default: each pipeline's own); "
-        "repeat it to run each pipeline once per value, in order, in one Spark session",
-    )
-    parser.add_argument("--skip-quix", action="store_true")
-    parser.add_argument(
-        "--scatter-approvals",
-        action="store_true",
-        help="approvals round-robin over partitions: not co-partitioned, every pair on the driver",
-    )
-    parser.add_argument("--skip-enrichment", action="store_true", help="game sessions only")
-    parser.add_argument("--skip-games", action="store_true", help="enrichment only")
-    parser.add_argument("--state-store", choices=("rocksdb", "hdfs"), default="rocksdb")
-    parser.add_argument("--shuffle-partitions", type=int, default=2)
-    parser.add_argument("--master", default="local[4]", help="Spark master (task slots)")
-    parser.add_argument(
-        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
-    )
-    args = parser.parse_args()
+@dataclasses.dataclass
+class Row:
+    """One engine's figures in the side-by-side table (nan: not measured for it)."""
 
-    rows: list[tuple[str, float, str]] = []
-    game_rows: list[tuple[str, float, str]] = []
+    rate: float  # records/s, steady
+    rate_e2e: float = math.nan  # records/s, start included
+    cpu_us: float = math.nan  # the engine's processes, per input record, steady span
+    broker_us: float = math.nan
+    p50_ms: float = math.nan  # output timestamp - input timestamp
+    p99_ms: float = math.nan
+    p50_start_ms: float = math.nan  # output timestamp - max(input timestamp, engine start)
+    p99_start_ms: float = math.nan
+    rss_mb: float = math.nan
+    close_ms: float = math.nan  # game sessions: last session out, after the sentinels
+    check: str = "not checked"
+    note: str = ""
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def spark_row(rates: dict[str, float], run: SparkRun, note: str) -> Row:
+    engine = sum(run.cpu.get(k, 0.0) for k in SPARK_KINDS)
+    n = max(1, run.steady_records)
+    return Row(
+        rate=rates["steady"],
+        rate_e2e=rates["end_to_end"],
+        cpu_us=engine / n * 1e6 if run.steady_records else math.nan,
+        broker_us=run.cpu.get("broker", math.nan) / n * 1e6,
+        rss_mb=run.peak_rss_mb,
+        note=note,
+    )
+
+
+def latencies(row: Row, pairs: Sequence[tuple[float, float]], started_ms: float) -> None:
+    """``pairs``: (output timestamp, input timestamp) in epoch ms."""
+    row.p50_ms = percentile([o - i for o, i in pairs], 50)
+    row.p99_ms = percentile([o - i for o, i in pairs], 99)
+    since = [o - max(i, started_ms) for o, i in pairs]
+    row.p50_start_ms = percentile(since, 50)
+    row.p99_start_ms = percentile(since, 99)
+
+
+def check_enrichment(ks: Any, admin: Any, topics: EnrichmentTopics, ref: Any, name: str) -> Any:
+    """Spark's (or any) enrichment output against the reference, as Kafka Streams' is."""
+    written = ks.read_back(admin, topics.output)
+    dead = ks.read_back(admin, topics.dlq)
+    check = ks.Check(name)
+    check.compare("output", ref.output, Counter((r.key, r.value) for r in written))
+    check.compare("dead letter", ref.dead, Counter(ks.dead_of(r) for r in dead))
+    independent = ks.verify.compare_enrichment(
+        [(r.key, r.value, r.ts) for r in ks.read_back(admin, topics.purchases)],
+        [(r.key, r.value, r.ts) for r in written],
+        [(r.key, r.value, r.ts) for r in dead],
+        ref.names,
+    )
+    check.notes.append(f"streamscale.verify.compare_enrichment: {independent.summary()}")
+    if not independent.ok:
+        check.missing.append(independent.summary())
+    return check, written
+
+
+def check_sessions(
+    ks: Any, admin: Any, topics: GameTopics, ref: Any, open_sessions: int, name: str
+) -> Any:
+    """Spark's game sessions against the reference. The reference closes every session (it
+    includes Kafka Streams' sentinels, which Spark never reads): the sessions Spark still holds
+    open at the end of its input are the only ones allowed to be missing, and every session it
+    wrote must be a reference session, byte for byte."""
+    written = ks.read_back(admin, topics.output)
+    dead = ks.read_back(admin, topics.dlq)
+    check = ks.Check(name)
+    check.compare("session", ref.output, Counter((r.key, r.value) for r in written))
+    missing = len(check.missing)
+    if missing == open_sessions:
+        check.missing.clear()
+        check.expected -= missing
+        check.notes.append(
+            f"{missing:,} reference sessions not closed: still open in Spark at the end of its "
+            "input (no sentinel), as its own counter says"
+        )
+    else:
+        check.notes.append(f"{missing:,} sessions missing but {open_sessions:,} open in Spark")
+    check.compare("dead letter", ref.dead, Counter(ks.dead_of(r) for r in dead))
+    return check, written
+
+
+def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
+    rows: dict[str, Row] = {}
+    ks: Any = None
+    if args.kstreams:
+        import kstreams as ks  # imports this module: only when asked
+
+        jar = ks.ensure_jar()
     with tempfile.TemporaryDirectory() as tmp, embedded.embedded_broker(Path(tmp) / "b") as b:
         settings = Settings(
             bootstrap_servers=b.bootstrap,
@@ -307,9 +403,28 @@ def main() -> None:
         outputs = ["plain-enrichis", "quix-enrichis"]
         create(
             settings,
-            [et.purchases, et.referential, et.output, et.dlq, *outputs, *gt.__dict__.values()],
+            [et.purchases, et.referential, *outputs, gt.requests, gt.approvals],
             compact=[et.referential],
         )
+        sources = args.source or ["auto"]
+        # Every engine writes its own output topics, stamped by the broker (LogAppendTime), so
+        # that each output can be checked alone and its latency read from its timestamps.
+        log_append = {"message.timestamp.type": "LogAppendTime"}
+        spark_et = [
+            dataclasses.replace(et, output=f"{et.output}-{i}", dlq=f"{et.dlq}-{i}")
+            for i in range(len(sources))
+        ]
+        spark_gt = [
+            dataclasses.replace(gt, output=f"{gt.output}-{i}", dlq=f"{gt.dlq}-{i}")
+            for i in range(len(sources))
+        ]
+        ks_et = dataclasses.replace(et, output=f"ks-{et.output}", dlq=f"ks-{et.dlq}")
+        ks_gt = dataclasses.replace(gt, output=f"ks-{gt.output}", dlq=f"ks-{gt.dlq}")
+        admin_c = AdminClient(settings.kafka_config())
+        out_topics = [t for x in [*spark_et, *spark_gt, ks_et, ks_gt] for t in (x.output, x.dlq)]
+        new = [NewTopic(t, PARTITIONS, 1, config={**EXPLICIT, **log_append}) for t in out_topics]
+        for future in admin_c.create_topics(new).values():
+            future.result(timeout=15)
 
         rng = random.Random(SEED)
         plan = referential.plan_for_products(args.products, 0.05, 0.01)
@@ -317,7 +432,7 @@ def main() -> None:
         n_pur, s_pur = produce_all(
             settings, purchase_records(rng, args.purchases, et.purchases, products=args.products)
         )
-        schedule = make_schedule("steady", rate=20_000, count=args.frames)
+        schedule = make_schedule("steady", rate=FRAME_RATE, count=args.frames)
         frames = game_frames.GameFrames(
             rng,
             schedule,
@@ -329,105 +444,377 @@ def main() -> None:
         n_frm, _ = produce_all(settings, frames.records(), scatter)
         n_frm_frames = frames.stats.frames
         print(
-            f"filled: {n_ref:,} referential, {n_pur:,} purchases ({n_pur / s_pur:,.0f}/s), "
-            f"{n_frm:,} frame records ({frames.stats.frames:,} frames, "
+            f"run {run}: filled: {n_ref:,} referential, {n_pur:,} purchases "
+            f"({n_pur / s_pur:,.0f}/s), {n_frm:,} frame records ({frames.stats.frames:,} frames, "
             f"{frames.stats.approvals:,} approvals)",
             flush=True,
         )
-
-        extra = dict(item.split("=", 1) for item in args.conf)
-        spark = session(settings, app_name="bench-pipelines", extra_conf=extra)
-        ckpt = Path(tmp) / "ckpt"
-        en: dict[str, float] = {}
-        sources = args.source or ["auto"]
-        for i, choice in enumerate([] if args.skip_enrichment else sources):
-            source = None if choice == "auto" else choice
-            enrichment = Enrichment(settings, str(ckpt / f"enrichment-{i}"), et, source)
-            print(f"enrichment reads with {enrichment.source}", flush=True)
-            query, wall = run_spark(spark, enrichment)
-            en = spark_rates(query, wall)
-            # Restart cost: a fresh pipeline object rebuilds the table from the compacted topic.
-            began = time.perf_counter()
-            again = Enrichment(settings, str(ckpt / f"enrichment-{i}"), et, source)
-            again._rebuild(spark, int(query.lastProgress.batchId) + 1)
-            en["rebuild_s"] = time.perf_counter() - began
-            en["products"] = len(again.table.names)
-            # After the first batch (which holds the whole referential) batches are purchases.
-            rows.append(
-                (
-                    "enrichment, Spark (steady)",
-                    en["steady"],
-                    f"purchases/s, batches 2+, {enrichment.source}",
-                )
-            )
-            rows.append(
-                (
-                    "enrichment, Spark (end to end)",
-                    en["end_to_end"],
-                    f"{wall:.1f} s wall, {enrichment.source}",
-                )
-            )
-
-        gs: dict[str, float] = {}
-        game_settings = settings.model_copy(update={"max_offsets_per_trigger": args.game_batch})
-        for i, choice in enumerate([] if args.skip_games else sources):
-            source = None if choice == "auto" else choice
-            pipeline = GameSessions(game_settings, str(ckpt / f"sessions-{i}"), gt, source)
-            print(f"game sessions read with {pipeline.source}", flush=True)
-            games, wall_g = run_spark(spark, pipeline)
-            gs = spark_rates(games, wall_g)
-            totals: dict[str, int] = {}
-            for counts in pipeline.counts.values():
-                for name, n in counts.items():
-                    totals[name] = totals.get(name, 0) + n
-            last = pipeline.counts[max(pipeline.counts)]
-            pending = last["now.pending_frames"]
-            settled = totals["join.approved"] + totals["join.unapproved"] + pending
+        if args.batch < n_ref:
             print(
-                f"  game-sessions frames {totals['frames.records']:,} = approved "
-                f"{totals['join.approved']:,} + unapproved {totals['join.unapproved']:,} + "
-                f"pending {pending:,} ({'ok' if settled == n_frm_frames else 'NO'});"
-                f" sessions closed {totals['sessions.closed']}, open {last['now.open_sessions']}",
+                f"  WARNING: --batch {args.batch:,} < {n_ref:,} referential records: the first "
+                "enrichment batch misses part of the referential",
                 flush=True,
             )
-            game_rows.append(
-                ("game sessions, Spark (steady)", gs["steady"], f"records/s, {pipeline.source}")
-            )
-            game_rows.append(
-                (
-                    "game sessions, Spark (end to end)",
-                    gs["end_to_end"],
-                    f"{wall_g:.1f} s wall, {pipeline.source}",
-                )
-            )
-        stop_session(spark)
+        steady_e = math.ceil(args.purchases / args.batch) - 1
+        steady_g = math.ceil(n_frm / args.game_batch) - 1
+        for what, n in (("enrichment", steady_e), ("game sessions", steady_g)):
+            if n < STEADY_BATCHES:
+                print(f"  WARNING: {what} gets only about {n} steady batch(es)", flush=True)
 
-        quix = None
+        # The references, from the records read back (before any engine runs).
+        admin = None
+        ref_e = ref_s = None
+        read: dict[str, Any] = {}
+        if ks is None:
+            import kstreams as ks  # the reference and the checks live there
+
+        admin = ks.KafkaAdmin(settings.kafka_config(), 30.0)
+        began = time.perf_counter()
         if not args.skip_enrichment:
-            plain = plain_enrichment(settings, et, outputs[0])
-            rows.append(("(a) enrichment, plain confluent-kafka", plain, "1 process"))
-            if not args.skip_quix:
-                quix = quix_enrichment(settings, et, outputs[1], n_pur)
-                rows.append(("(b) enrichment, Quix Streams", quix, QUIX_VERSION))
-        frame_share = frames.stats.frames / max(1, n_frm)
-        rows.extend(game_rows)
+            read["products"] = ks.read_back(admin, et.referential)
+            read["purchases"] = ks.read_back(admin, et.purchases)
+            ref_e = ks.enrichment_reference(ks_et, read["purchases"], read["products"])
+        if not args.skip_games:
+            read["requests"] = ks.read_back(admin, gt.requests)
+            read["approvals"] = ks.read_back(admin, gt.approvals)
+            taken = {m.id for m in frames.machines}
+            ref_s = ks.sessions_reference(
+                ks_gt,
+                settings,
+                read["requests"],
+                read["approvals"],
+                taken,
+                ks.grace_ms(args, settings),
+            )
+        print(f"  references built in {time.perf_counter() - began:.1f} s", flush=True)
+        created = {r.key: r.ts for r in read.get("purchases", [])}
 
-    print(f"\n{'path':<42}{'records/s':>12}  note")
-    for name, rate, note in rows:
-        print(f"{name:<42}{rate:>12,.0f}  {note}")
-    if en:
-        print(
-            f"\nenrichment: {en['steady']:,.0f} purchases/s steady; first batch "
-            f"{en['first_batch_s']:.1f} s; table rebuild on restart {en['rebuild_s']:.1f} s "
-            f"({int(en['products']):,} products)"
+        try:
+            extra = dict(item.split("=", 1) for item in args.conf)
+            spark = session(settings, app_name="bench-pipelines", extra_conf=extra)
+            ckpt = Path(tmp) / "ckpt"
+            closing: list[tuple[int, str | None, str]] = []
+            for i, choice in enumerate([] if args.skip_enrichment else sources):
+                source = None if choice == "auto" else choice
+                topics_i = spark_et[i]
+                enrichment = Enrichment(settings, str(ckpt / f"enrichment-{i}"), topics_i, source)
+                print(f"enrichment reads with {enrichment.source}", flush=True)
+                query, sr = run_spark(spark, enrichment)
+                en = spark_rates(query, sr.wall_s)
+                # Restart cost: a fresh pipeline rebuilds the table from the compacted topic.
+                began = time.perf_counter()
+                again = Enrichment(settings, str(ckpt / f"enrichment-{i}"), topics_i, source)
+                again._rebuild(spark, int(query.lastProgress.batchId) + 1)
+                print(
+                    f"  enrichment: first batch {en['first_batch_s']:.1f} s, "
+                    f"{int(en['batches'])} batches; table rebuild on restart "
+                    f"{time.perf_counter() - began:.1f} s ({len(again.table.names):,} products)",
+                    flush=True,
+                )
+                name = f"enrichment, Spark {enrichment.source}"
+                row = spark_row(en, sr, f"{int(en['batches']) - 1} steady batches")
+                check, written = check_enrichment(ks, admin, topics_i, ref_e, name)
+                print(f"  {check.summary()}", flush=True)
+                pairs = [(r.ts, created[r.key]) for r in written if r.key in created]
+                latencies(row, pairs, sr.started_ms)
+                row.check = "ok" if check.ok else "FAILED"
+                rows[name] = row
+
+            game_settings = settings.model_copy(update={"max_offsets_per_trigger": args.game_batch})
+            for i, choice in enumerate([] if args.skip_games else sources):
+                source = None if choice == "auto" else choice
+                topics_i = spark_gt[i]
+                pipeline = GameSessions(
+                    game_settings, str(ckpt / f"sessions-{i}"), topics_i, source
+                )
+                print(f"game sessions read with {pipeline.source}", flush=True)
+                games, sr = run_spark(spark, pipeline)
+                gs = spark_rates(games, sr.wall_s)
+                totals: dict[str, int] = {}
+                for counts in pipeline.counts.values():
+                    for key, n in counts.items():
+                        totals[key] = totals.get(key, 0) + n
+                last = pipeline.counts[max(pipeline.counts)]
+                pending = last["now.pending_frames"]
+                settled = totals["join.approved"] + totals["join.unapproved"] + pending
+                print(
+                    f"  game-sessions frames {totals['frames.records']:,} = approved "
+                    f"{totals['join.approved']:,} + unapproved {totals['join.unapproved']:,} + "
+                    f"pending {pending:,} ({'ok' if settled == n_frm_frames else 'NO'});"
+                    f" sessions closed {totals['sessions.closed']}, "
+                    f"open {last['now.open_sessions']}",
+                    flush=True,
+                )
+                name = f"game sessions, Spark {pipeline.source}"
+                row = spark_row(gs, sr, f"{int(gs['batches']) - 1} steady batches")
+                check, written = check_sessions(
+                    ks, admin, topics_i, ref_s, int(last["now.open_sessions"]), name
+                )
+                print(f"  {check.summary()}", flush=True)
+                row.check = "ok (closed ones)" if check.ok else "FAILED"
+                rows[name] = row
+                closing.append((i, source, name))
+            stop_session(spark)
+
+            if not args.skip_enrichment:
+                plain = plain_enrichment(settings, et, outputs[0])
+                rows["(a) enrichment, plain confluent-kafka"] = Row(
+                    plain, note="purchases/s, table load excluded"
+                )
+                if not args.skip_quix:
+                    quix = quix_enrichment(settings, et, outputs[1], n_pur)
+                    rows["(b) enrichment, Quix Streams"] = Row(quix, note=QUIX_VERSION)
+
+            if args.kstreams:
+                # Last, on the same topics: the sentinel frames it needs to close its last
+                # sessions are appended after every other engine has read the frames.
+                tmp_ks = Path(tmp) / "kstreams"
+                tmp_ks.mkdir()
+                for name, result in ks_runs(
+                    ks,
+                    jar,
+                    settings,
+                    admin,
+                    (ks_et, ks_gt),
+                    read,
+                    (ref_e, ref_s),
+                    tmp_ks,
+                    args,
+                    b.pid,
+                ):
+                    rows[name] = result
+
+            if closing:
+                # Spark's sessions close the same way, after every engine has read the frames:
+                # the sentinel frames (Kafka Streams already appended them; else here), read by
+                # a restart of each Spark query from its checkpoint. Its output is then checked
+                # in full against the reference; the steady figures above are unchanged.
+                if not args.kstreams:
+                    produce_all(settings, ref_s.sentinels_at(0))
+                spark = session(settings, app_name="bench-pipelines-close", extra_conf=extra)
+                for i, source, name in closing:
+                    topics_i = spark_gt[i]
+                    pipeline = GameSessions(
+                        game_settings, str(ckpt / f"sessions-{i}"), topics_i, source
+                    )
+                    print(f"game sessions, closing run ({pipeline.source})", flush=True)
+                    _, sr = run_spark(spark, pipeline)
+                    check, written = check_sessions(ks, admin, topics_i, ref_s, 0, name)
+                    independent = ks.verify.compare_sessions(
+                        ref_s.expected,
+                        ks.verify.actual_sessions([(r.key, r.value, r.ts) for r in written]),
+                    )
+                    check.notes.append(
+                        f"streamscale.verify.compare_sessions: {independent.summary()}"
+                    )
+                    if not independent.ok:
+                        check.missing.append(independent.summary())
+                    print(f"  after the sentinels: {check.summary()}", flush=True)
+                    row = rows[name]
+                    pairs = [(r.ts, json.loads(r.value)["lastTs"]) for r in written]
+                    latencies(row, pairs, sr.started_ms)
+                    row.p50_start_ms = row.p99_start_ms = math.nan
+                    close_ms = max((r.ts for r in written), default=math.nan) - sr.started_ms
+                    row.check = f"{row.check}, all {len(written):,} after sentinel " + (
+                        "ok" if check.ok else "FAILED"
+                    )
+                    row.close_ms = close_ms
+                    row.note += "; last session out ms after the closing start:"
+                stop_session(spark)
+        finally:
+            admin.close()
+    return rows
+
+
+def ks_runs(
+    ks: Any,
+    jar: Path,
+    settings: Settings,
+    admin: Any,
+    topics: tuple[EnrichmentTopics, GameTopics],
+    read: dict[str, Any],
+    refs: tuple[Any, Any],
+    tmp: Path,
+    args: argparse.Namespace,
+    broker_pid: int,
+) -> Iterable[tuple[str, Row]]:
+    results = []
+    if refs[0] is not None:
+        results.append(
+            (
+                "enrichment, Kafka Streams",
+                ks.run_enrichment(jar, settings, admin, topics[0], refs[0], tmp, args, broker_pid),
+            )
         )
-    if quix:
-        print(f"enrichment Spark steady / Quix: {en['steady'] / quix:.1f}x")
-    if gs:
-        print(
-            f"game sessions: {gs['steady'] * frame_share:,.0f} frames/s steady "
-            f"({gs['end_to_end'] * frame_share:,.0f} end to end)"
+    if refs[1] is not None:
+        inputs = (len(read["requests"]), len(read["approvals"]))
+        results.append(
+            (
+                "game sessions, Kafka Streams",
+                ks.run_sessions(
+                    jar, settings, admin, topics[1], refs[1], inputs, tmp, args, broker_pid
+                ),
+            )
         )
+    for name, (check, f) in results:
+        print(f"  {check.summary()}", flush=True)
+        if f is None:
+            yield name, Row(math.nan, check="FAILED")
+            continue
+        threads = ", ".join(
+            f"{k} {v:.1f}" for k, v in sorted(f.threads.items(), key=lambda kv: -kv[1])
+        )
+        print(
+            f"  {name}: {f.records:,} records in {f.seconds:.2f} s; CPU {f.cpu_us:.1f} µs/record "
+            f"({f.cpu_us_total:.1f} with JVM start); start-up {f.extra['startup_ms']:,.0f} ms; "
+            f"Java CPU s by thread: {threads}",
+            flush=True,
+        )
+        row = Row(
+            rate=f.rate,
+            rate_e2e=f.records / (f.seconds + f.extra["startup_ms"] / 1000),
+            cpu_us=f.cpu_us,
+            broker_us=f.broker_cpu_us,
+            p50_ms=f.p50_ms,
+            p99_ms=f.p99_ms,
+            p50_start_ms=f.extra["p50_start_ms"],
+            p99_start_ms=f.extra["p99_start_ms"],
+            rss_mb=f.peak_rss_mb,
+            check="ok" if check.ok else "FAILED",
+            note=f"{args.threads} stream threads, JVM start excluded",
+        )
+        if "closing_ms" in f.extra:
+            row.p50_start_ms = row.p99_start_ms = math.nan
+            row.close_ms = f.extra["closing_ms"]
+            row.note += "; last session out ms after the sentinel:"
+        yield name, row
+
+
+def median_row(rows: Sequence[Row]) -> Row:
+    def med(values: Iterable[float]) -> float:
+        finite = [v for v in values if not math.isnan(v)]
+        return statistics.median(finite) if finite else math.nan
+
+    fields = [f.name for f in dataclasses.fields(Row) if f.name not in ("check", "note")]
+    out = Row(**{n: med(getattr(r, n) for r in rows) for n in fields})
+    checks = sorted({r.check for r in rows})
+    out.check = "/".join(checks)
+    out.note = rows[-1].note
+    return out
+
+
+def show_table(per_run: Sequence[dict[str, Row]]) -> None:
+    names = list(dict.fromkeys(n for run in per_run for n in run))
+
+    def fmt(v: float, spec: str) -> str:
+        return "-" if math.isnan(v) else format(v, spec)
+
+    print(
+        f"\n{'engine':<44}{'rec/s':>9}{'e2e/s':>9}{'CPU µs':>8}{'broker':>8}{'p50 ms':>9}"
+        f"{'p99 ms':>9}{'p50 st':>8}{'p99 st':>8}{'RSS MB':>8}  check; note"
+    )
+    for name in names:
+        r = median_row([run[name] for run in per_run if name in run])
+        print(
+            f"{name:<44}{fmt(r.rate, ',.0f'):>9}{fmt(r.rate_e2e, ',.0f'):>9}"
+            f"{fmt(r.cpu_us, '.1f'):>8}{fmt(r.broker_us, '.1f'):>8}{fmt(r.p50_ms, ',.0f'):>9}"
+            f"{fmt(r.p99_ms, ',.0f'):>9}{fmt(r.p50_start_ms, ',.0f'):>8}"
+            f"{fmt(r.p99_start_ms, ',.0f'):>8}{fmt(r.rss_mb, ',.0f'):>8}  {r.check}; {r.note}"
+            + ("" if math.isnan(r.close_ms) else f" {r.close_ms:,.0f}")
+        )
+    print(
+        f"median of {len(per_run)} run(s). rec/s: input records per second, steady (Spark: "
+        "batches 2+ over their trigger time; Kafka Streams: first record processed -> last "
+        "output, game sessions -> last frame aggregated, JVM start excluded; plain/Quix: their "
+        "own loop). e2e/s: with start-up (Spark: query start -> end; Kafka Streams: JVM "
+        "launch). CPU µs: per input record over the steady span, the engine's processes (Spark: "
+        "driver JVM + Python workers + the PySpark driver process; Kafka Streams: its JVM); "
+        "broker: the broker's over the same span. p50/p99: output append time - input "
+        "timestamp (enrichment: purchase CreateTime; sessions: last frame's event time): on a "
+        "backlog filled before any engine starts, so it grows with how long the engine waited "
+        "its turn. p50/p99 st: output append time - max(input timestamp, engine start), the "
+        "same latency counted from the engine's start (Spark: query start; Kafka Streams: JVM "
+        "launch); not for game sessions, whose sessions all close on the sentinel frames "
+        "(event time here spans less than the 30 s gap): Kafka Streams gets them once it has "
+        "aggregated every frame, Spark in a restart of its query from the checkpoint after "
+        "every engine has run; the note says how long after that each emitted its last "
+        "session. RSS: peak (Spark: driver JVM + Python workers, sampled every 0.25 s, plus "
+        "what the PySpark driver process grew during the query; Kafka Streams: the JVM's "
+        "VmHWM)."
+    )
+
+
+# --- main ----------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--purchases", type=int, default=1_000_000)
+    parser.add_argument("--products", type=int, default=100_000)
+    parser.add_argument("--frames", type=int, default=500_000, help="frames (x2 records)")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        help="enrichment: maxOffsetsPerTrigger of each source (purchases, referential); "
+        f"default: purchases / {STEADY_BATCHES + 3}, so that {STEADY_BATCHES}+ batches follow "
+        "the first",
+    )
+    parser.add_argument(
+        "--game-batch",
+        type=int,
+        help="game sessions: records per micro-batch (both topics, one source); default: "
+        f"2 x frames / {STEADY_BATCHES + 3}",
+    )
+    parser.add_argument(
+        "--source",
+        choices=("auto", "kafka", "streamscale-kafka"),
+        action="append",
+        help="Kafka reader of both Spark pipelines (auto, the default: each pipeline's own); "
+        "repeat it to run each pipeline once per value, in order, in one Spark session",
+    )
+    parser.add_argument("--skip-quix", action="store_true")
+    parser.add_argument(
+        "--kstreams",
+        action="store_true",
+        help="also run both pipelines on Kafka Streams (benchmarks/kstreams), last, on the same "
+        "broker and topics",
+    )
+    parser.add_argument("--runs", type=int, default=1, help="median of this many runs")
+    parser.add_argument(
+        "--threads", type=int, default=os.cpu_count() or 2, help="Kafka Streams stream threads"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="Kafka Streams: seconds per wait"
+    )
+    parser.add_argument(
+        "--scatter-approvals",
+        action="store_true",
+        help="approvals round-robin over partitions: not co-partitioned, every pair on the driver",
+    )
+    parser.add_argument("--skip-enrichment", action="store_true", help="game sessions only")
+    parser.add_argument("--skip-games", action="store_true", help="enrichment only")
+    parser.add_argument("--state-store", choices=("rocksdb", "hdfs"), default="rocksdb")
+    parser.add_argument("--shuffle-partitions", type=int, default=2)
+    parser.add_argument("--master", default="local[4]", help="Spark master (task slots)")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
+    )
+    args = parser.parse_args()
+    # The first enrichment batch must hold the whole referential (or purchases of that batch
+    # miss later versions of their product): at least its record count.
+    n_ref = referential.plan_for_products(args.products, 0.05, 0.01).total
+    args.batch = args.batch or max(n_ref, math.ceil(args.purchases / (STEADY_BATCHES + 3)))
+    args.game_batch = args.game_batch or max(1, math.ceil(2 * args.frames / (STEADY_BATCHES + 3)))
+    # kstreams.py's options that this benchmark keeps at their defaults
+    args.log_dir, args.jvm_opt, args.app_opt = None, [], []
+    args.grace_ms = args.retention_margin_ms = None
+
+    per_run = []
+    for run in range(1, args.runs + 1):
+        per_run.append(one_run(run, args))
+        show_table(per_run[-1:])
+    if args.runs > 1:
+        show_table(per_run)
     print(f"command: {' '.join([os.path.relpath(sys.executable, ROOT), *sys.argv])}")
 
 
