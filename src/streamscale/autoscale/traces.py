@@ -23,6 +23,7 @@ for ``tail_s`` seconds (default 300) so that the end of the trace shows the drai
 from __future__ import annotations
 
 import csv
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -222,7 +223,8 @@ def from_decision_log(
 
 
 def load(name_or_path: str, tail_s: int = 300) -> Trace:
-    """A built-in trace by name, or a CSV trace file."""
+    """A built-in trace by name, a CSV trace file, or a real run's decision log (a ``.jsonl``
+    file: its input replayed, :func:`from_decision_log`)."""
     if name_or_path in BUILTIN:
         return BUILTIN[name_or_path]()
     path = Path(name_or_path)
@@ -233,4 +235,17 @@ def load(name_or_path: str, tail_s: int = 300) -> Trace:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"{name_or_path}: cannot read: {exc}") from None
+    if path.suffix == ".jsonl":
+        records = []
+        for line_no, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TraceError(f"{name_or_path}:{line_no}: not JSON: {exc.msg}") from None
+            if not isinstance(record, dict):
+                raise TraceError(f"{name_or_path}:{line_no}: not a decision record")
+            records.append(record)
+        return from_decision_log(records, path.stem)
     return parse_csv(text, str(path), tail_s)

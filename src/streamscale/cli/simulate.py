@@ -16,7 +16,11 @@ from streamscale.autoscale import policy, simulator, traces
 
 def simulate(
     trace: str = typer.Option(
-        "step", "--trace", help=f"Built-in trace ({', '.join(traces.BUILTIN)}) or CSV file"
+        "step",
+        "--trace",
+        help=f"Built-in trace ({', '.join(traces.BUILTIN)}), CSV file, or a real run's "
+        "decisions.jsonl (its input replayed; with --calibrate on the same file: the run "
+        "simulated)",
     ),
     policy_name: str = typer.Option(
         "rate", "--policy", help="rate, lag, fixed:N or oracle (ignored with --compare)"

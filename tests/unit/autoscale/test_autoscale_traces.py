@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,14 @@ def test_a_decision_log_that_cannot_be_replayed(
 ) -> None:
     with pytest.raises(traces.TraceError, match=message):
         traces.from_decision_log(records)
+
+
+def test_a_decision_log_file_loads_as_its_replayed_input(tmp_path: Path) -> None:
+    path = tmp_path / "decisions.jsonl"
+    records = [_record(5, 0, [300]), _record(10, 2_000, [1_000])]
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    trace = traces.load(str(path))
+    assert (trace.name, trace.points) == ("decisions", ((0, 600.0),))
+    path.write_text("{not json\n")
+    with pytest.raises(traces.TraceError, match=r"decisions.jsonl:1: not JSON"):
+        traces.load(str(path))
