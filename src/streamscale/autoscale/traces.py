@@ -236,16 +236,24 @@ def load(name_or_path: str, tail_s: int = 300) -> Trace:
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"{name_or_path}: cannot read: {exc}") from None
     if path.suffix == ".jsonl":
-        records = []
-        for line_no, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TraceError(f"{name_or_path}:{line_no}: not JSON: {exc.msg}") from None
-            if not isinstance(record, dict):
-                raise TraceError(f"{name_or_path}:{line_no}: not a decision record")
-            records.append(record)
-        return from_decision_log(records, path.stem)
+        return from_decision_log(parse_decision_log(text, name_or_path), path.stem)
     return parse_csv(text, str(path), tail_s)
+
+
+def parse_decision_log(text: str, source: str = "<log>") -> list[dict[str, Any]]:
+    """The records of a decision log's JSON lines; :class:`TraceError` (a ValueError) naming
+    ``source`` and the line otherwise."""
+    records = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TraceError(f"{source}:{line_no}: not JSON: {exc.msg}") from None
+        if not isinstance(record, dict):
+            raise TraceError(f"{source}:{line_no}: not a decision record")
+        records.append(record)
+    if not records:
+        raise TraceError(f"{source}: no decision record")
+    return records

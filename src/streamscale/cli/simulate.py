@@ -167,25 +167,12 @@ def simulate(
 
 
 def _read_log(path: Path) -> list[dict[str, Any]]:
-    """The JSON lines of a decision log (a ValueError naming the file and line otherwise)."""
+    """The records of a decision log (a ValueError naming the file and line otherwise)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: cannot read: {exc}") from None
-    records = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{line_no}: not JSON: {exc.msg}") from None
-        if not isinstance(record, dict):
-            raise ValueError(f"{path}:{line_no}: not a decision record")
-        records.append(record)
-    if not records:
-        raise ValueError(f"{path}: no decision record")
-    return records
+    return traces.parse_decision_log(text, str(path))
 
 
 def _calibration_dict(calibration: simulator.Calibration) -> dict[str, Any]:
