@@ -147,6 +147,21 @@ def arm(pipeline: Any, spark: Any, point: str, first_batch: int, seed: int) -> N
     pipeline.process_batch = process_batch
 
 
+def slow_tasks(delay_s: float) -> None:
+    """Every task of the enrichment's purchases job sleeps ``delay_s`` first (the task object
+    is pickled by value from this script, so the executors run this subclass)."""
+    from streamscale.pipelines import enrichment
+
+    class SlowTask(enrichment.EnrichTask):
+        def __call__(self, batches: Any) -> Any:
+            import time as clock
+
+            clock.sleep(delay_s)
+            yield from super().__call__(batches)
+
+    enrichment.EnrichTask = SlowTask  # type: ignore[misc]
+
+
 def control(spark: Any, stream: Any) -> None:
     """Answer fault commands read from ``stream``, one line each (the pipeline runs on)."""
     from streamscale.autoscale.actuator import SparkActuator
@@ -213,6 +228,13 @@ def main() -> int:
     parser.add_argument("--kill-at", choices=KILL_POINTS)
     parser.add_argument("--kill-batch", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--task-delay-ms",
+        type=int,
+        default=0,
+        help="every enrichment task first sleeps this long: a fault aimed at a running task "
+        "strikes one (tasks of small batches otherwise end within milliseconds)",
+    )
     args = parser.parse_args()
 
     from streamscale.spark import session, stop
@@ -235,6 +257,8 @@ def main() -> int:
     log_file = Path(args.checkpoint).parent / f"{args.prefix}-spark-driver.log"
     spark = session(settings, app_name="streamscale-faults", extra_conf=extra, log_file=log_file)
     try:
+        if args.task_delay_ms > 0:
+            slow_tasks(args.task_delay_ms / 1000)
         pipeline = Enrichment(settings, args.checkpoint, topics(args.prefix))
         if args.kill_at:
             arm(pipeline, spark, args.kill_at, args.kill_batch, args.seed)

@@ -267,6 +267,7 @@ def executor_faults(
         prefix,
         log,
         max_offsets=max_offsets,
+        task_delay_ms=500,  # a removal or a SIGKILL then strikes a running task, not a race
         master=spark_cluster.master_url,  # type: ignore[arg-type]
         max_executors=2,
     )
