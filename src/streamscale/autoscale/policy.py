@@ -369,6 +369,22 @@ def _warm(config: PolicyConfig, stable_since: float | None, obs: Observation) ->
     return count >= config.warmup_batches
 
 
+def _saturated(config: PolicyConfig, obs: Observation, capacity: Capacity, executors: int) -> float:
+    """Records/s ``executors`` process when saturated, capped by the tasks a batch has."""
+    return cap.throughput(
+        min(executors, usable_executors(config, obs)),
+        capacity,
+        trigger_interval_s=config.trigger_interval_s,
+        max_records_per_trigger=config.max_records_per_trigger,
+    )
+
+
+def _time_lag(obs: Observation) -> float:
+    """The observed time lag, 0 where unknown."""
+    lag = obs.time_lag_s
+    return lag if lag is not None and math.isfinite(lag) else 0.0
+
+
 def catch_up_seconds(config: PolicyConfig, obs: Observation, capacity: Capacity) -> float:
     """Within how long the backlog is to be drained: ``catch_up_s``, unless the time lag is
     predicted to pass ``urgent_time_lag_s`` — then what is left until that bound once new
@@ -385,13 +401,8 @@ def catch_up_seconds(config: PolicyConfig, obs: Observation, capacity: Capacity)
     """
     if not has_backlog(config, obs) or not capacity.known:
         return config.catch_up_s
-    throughput = cap.throughput(
-        min(obs.executors, usable_executors(config, obs)),
-        capacity,
-        trigger_interval_s=config.trigger_interval_s,
-        max_records_per_trigger=config.max_records_per_trigger,
-    )
-    lag = obs.time_lag_s if obs.time_lag_s is not None and math.isfinite(obs.time_lag_s) else 0.0
+    throughput = _saturated(config, obs, capacity, obs.executors)
+    lag = _time_lag(obs)
     reaction = config.scale_up_delay_s + config.restart_pause_s
     arrival = obs.arrival_rate
     if throughput > arrival:
@@ -436,20 +447,11 @@ def predicted_peak_time_lag(
     order: the backlog is taken to have arrived evenly over the current time lag, later
     records at the input rate; the time lag is the age of the oldest record not processed.
     """
-    usable = usable_executors(config, obs)
-
-    def saturated(n: int) -> float:
-        return cap.throughput(
-            min(n, usable),
-            capacity,
-            trigger_interval_s=config.trigger_interval_s,
-            max_records_per_trigger=config.max_records_per_trigger,
-        )
-
     current, arrival = obs.executors, obs.arrival_rate
     backlog = float(obs.total_lag)
-    lag = obs.time_lag_s if obs.time_lag_s is not None and math.isfinite(obs.time_lag_s) else 0.0
-    before, after = saturated(current), saturated(executors)
+    lag = _time_lag(obs)
+    before = _saturated(config, obs, capacity, current)
+    after = _saturated(config, obs, capacity, executors)
     switch = config.scale_up_delay_s if executors > current else 0.0
     pause = config.restart_pause_s if executors != current else 0.0
     processed, peak = 0.0, lag

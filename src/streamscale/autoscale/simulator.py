@@ -123,10 +123,11 @@ class ClusterModel:
     def __post_init__(self) -> None:
         if self.executor_rate <= 0 or self.partitions < 1 or self.splits_per_partition < 1:
             raise ValueError("executor_rate > 0, partitions >= 1, splits >= 1 required")
-        if min(self.executor_cores, self.control_interval_s, self.rate_window_s) < 1:
-            raise ValueError("executor_cores, control_interval_s and rate_window_s must be >= 1")
-        if self.recent_window_s < 1:
-            raise ValueError("recent_window_s must be >= 1")
+        counts = (self.executor_cores, self.control_interval_s)
+        if min(*counts, self.rate_window_s, self.recent_window_s) < 1:
+            raise ValueError(
+                "executor_cores, control_interval_s, rate_window_s and recent_window_s must be >= 1"
+            )
         if min(self.start_delay_s, self.stop_delay_s, self.rescale_pause_s) < 0:
             raise ValueError("delays must be >= 0")
         if min(self.fixed_cost_s, self.trigger_interval_s, self.warmup_s) < 0:
