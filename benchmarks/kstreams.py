@@ -748,6 +748,42 @@ class BrokerCpu:
         return after[0] - before[-1]
 
 
+def measured(
+    app: StreamsApp,
+    broker: BrokerCpu,
+    first: int,
+    end: int,
+    records: int,
+    total_cpu: float,
+    rss: float,
+    latencies: Sequence[float],
+    since: Sequence[float],
+    extra: dict[str, float],
+) -> Figures:
+    """The figures of one application run over ``first`` → ``end`` (ms), ``extra`` added to
+    the start-up and from-start latencies every pipeline reports."""
+    seconds = (end - first) / 1000
+    cpu = app.cpu_at(end) - app.cpu_at(first)
+    return Figures(
+        records=records,
+        seconds=seconds,
+        rate=records / seconds,
+        cpu_us=cpu / records * 1e6,
+        cpu_us_total=total_cpu / records * 1e6,
+        broker_cpu_us=broker.between(first, end) / records * 1e6,
+        p50_ms=percentile(latencies, 50),
+        p99_ms=percentile(latencies, 99),
+        peak_rss_mb=rss,
+        extra={
+            **extra,
+            "startup_ms": first - app.started_ms,
+            "p50_start_ms": percentile(since, 50),
+            "p99_start_ms": percentile(since, 99),
+        },
+        threads=app.threads,
+    )
+
+
 def run_enrichment(
     jar: Path,
     settings: Settings,
@@ -816,26 +852,11 @@ def run_enrichment(
     latencies = [r.ts - created[r.key] for r in written if r.key in created]
     since = [r.ts - max(created[r.key], app.started_ms) for r in written if r.key in created]
     end = max(r.ts for r in [*written, *dead])
-    seconds = (end - first) / 1000
     records = ref.purchases + ref.referential
-    cpu = app.cpu_at(end) - app.cpu_at(first)
-    return check, Figures(
-        records=records,
-        seconds=seconds,
-        rate=records / seconds,
-        cpu_us=cpu / records * 1e6,
-        cpu_us_total=total_cpu / records * 1e6,
-        broker_cpu_us=broker.between(first, end) / records * 1e6,
-        p50_ms=percentile(latencies, 50),
-        p99_ms=percentile(latencies, 99),
-        peak_rss_mb=rss,
-        extra={
-            "purchases_per_s": ref.purchases / seconds,
-            "startup_ms": first - app.started_ms,
-            "p50_start_ms": percentile(since, 50),
-            "p99_start_ms": percentile(since, 99),
-        },
-        threads=app.threads,
+    seconds = (end - first) / 1000
+    extra = {"purchases_per_s": ref.purchases / seconds}
+    return check, measured(
+        app, broker, first, end, records, total_cpu, rss, latencies, since, extra
     )
 
 
@@ -951,27 +972,14 @@ def run_sessions(
     since = [r.ts - max(t, app.started_ms) for r, t in zip(written, last_ts, strict=True)]
     records = n_frames + n_approvals
     seconds = (end - first) / 1000
-    cpu = app.cpu_at(end) - app.cpu_at(first)
     closing = max(r.ts for r in written) - sent[0] if written else float("nan")
-    return check, Figures(
-        records=records,
-        seconds=seconds,
-        rate=records / seconds,
-        cpu_us=cpu / records * 1e6,
-        cpu_us_total=total_cpu / records * 1e6,
-        broker_cpu_us=broker.between(first, end) / records * 1e6,
-        p50_ms=percentile(latencies, 50),
-        p99_ms=percentile(latencies, 99),
-        peak_rss_mb=rss,
-        extra={
-            "frames_per_s": n_frames / seconds,
-            "sessions": float(len(written)),
-            "closing_ms": float(closing),
-            "startup_ms": first - app.started_ms,
-            "p50_start_ms": percentile(since, 50),
-            "p99_start_ms": percentile(since, 99),
-        },
-        threads=app.threads,
+    extra = {
+        "frames_per_s": n_frames / seconds,
+        "sessions": float(len(written)),
+        "closing_ms": float(closing),
+    }
+    return check, measured(
+        app, broker, first, end, records, total_cpu, rss, latencies, since, extra
     )
 
 
