@@ -784,6 +784,28 @@ def measured(
     )
 
 
+def check_enrichment(
+    admin: Any, topics: Any, ref: EnrichmentReference, name: str
+) -> tuple[Check, list[Rec], list[Rec]]:
+    """An enrichment's output and dead letters (any engine's) read back and checked against
+    the reference and by ``streamscale.verify``."""
+    written = read_back(admin, topics.output)
+    dead = read_back(admin, topics.dlq)
+    check = Check(name)
+    check.compare("output", ref.output, Counter((r.key, r.value) for r in written))
+    check.compare("dead letter", ref.dead, Counter(dead_of(r) for r in dead))
+    independent = verify.compare_enrichment(
+        [(r.key, r.value, r.ts) for r in read_back(admin, topics.purchases)],
+        [(r.key, r.value, r.ts) for r in written],
+        [(r.key, r.value, r.ts) for r in dead],
+        ref.names,
+    )
+    check.notes.append(f"streamscale.verify.compare_enrichment: {independent.summary()}")
+    if not independent.ok:
+        check.missing.append(independent.summary())
+    return check, written, dead
+
+
 def run_enrichment(
     jar: Path,
     settings: Settings,
@@ -830,20 +852,7 @@ def run_enrichment(
         first = app.first
     finally:
         total_cpu = app.stop()
-    written = read_back(admin, topics.output)
-    dead = read_back(admin, topics.dlq)
-    check = Check("enrichment, Kafka Streams")
-    check.compare("output", ref.output, Counter((r.key, r.value) for r in written))
-    check.compare("dead letter", ref.dead, Counter(dead_of(r) for r in dead))
-    independent = verify.compare_enrichment(
-        [(r.key, r.value, r.ts) for r in read_back(admin, topics.purchases)],
-        [(r.key, r.value, r.ts) for r in written],
-        [(r.key, r.value, r.ts) for r in dead],
-        ref.names,
-    )
-    check.notes.append(f"streamscale.verify.compare_enrichment: {independent.summary()}")
-    if not independent.ok:
-        check.missing.append(independent.summary())
+    check, written, dead = check_enrichment(admin, topics, ref, "enrichment, Kafka Streams")
     if not all(r.log_append for r in written):
         check.notes.append("output NOT stamped with LogAppendTime: latency meaningless")
     if not check.ok:

@@ -340,20 +340,7 @@ def latencies(row: Row, pairs: Sequence[tuple[float, float]], started_ms: float)
 
 def check_enrichment(ks: Any, admin: Any, topics: EnrichmentTopics, ref: Any, name: str) -> Any:
     """Spark's (or any) enrichment output against the reference, as Kafka Streams' is."""
-    written = ks.read_back(admin, topics.output)
-    dead = ks.read_back(admin, topics.dlq)
-    check = ks.Check(name)
-    check.compare("output", ref.output, Counter((r.key, r.value) for r in written))
-    check.compare("dead letter", ref.dead, Counter(ks.dead_of(r) for r in dead))
-    independent = ks.verify.compare_enrichment(
-        [(r.key, r.value, r.ts) for r in ks.read_back(admin, topics.purchases)],
-        [(r.key, r.value, r.ts) for r in written],
-        [(r.key, r.value, r.ts) for r in dead],
-        ref.names,
-    )
-    check.notes.append(f"streamscale.verify.compare_enrichment: {independent.summary()}")
-    if not independent.ok:
-        check.missing.append(independent.summary())
+    check, written, _ = ks.check_enrichment(admin, topics, ref, name)
     return check, written
 
 
