@@ -296,10 +296,14 @@ def upper_bound(config: PolicyConfig, obs: Observation) -> int:
     return max(config.min_executors, min(config.max_executors, usable_executors(config, obs)))
 
 
+def _in_flight(config: PolicyConfig, obs: Observation) -> float:
+    """Records lag that is in-flight work: ``backlog_tolerance_s`` of input, and the floor."""
+    return config.backlog_min_records + obs.input_rate * config.backlog_tolerance_s
+
+
 def has_backlog(config: PolicyConfig, obs: Observation) -> bool:
     """Lag beyond in-flight work: more than ``backlog_tolerance_s`` of input (and the floor)."""
-    allowed = config.backlog_min_records + obs.input_rate * config.backlog_tolerance_s
-    return obs.total_lag > allowed
+    return obs.total_lag > _in_flight(config, obs)
 
 
 def urgent_backlog(config: PolicyConfig, obs: Observation) -> bool:
@@ -406,8 +410,7 @@ def catch_up_seconds(config: PolicyConfig, obs: Observation, capacity: Capacity)
     reaction = config.scale_up_delay_s + config.restart_pause_s
     arrival = obs.arrival_rate
     if throughput > arrival:
-        in_flight = config.backlog_min_records + obs.input_rate * config.backlog_tolerance_s
-        backlog = max(0.0, obs.total_lag - in_flight)
+        backlog = max(0.0, obs.total_lag - _in_flight(config, obs))
         burst = max(0.0, 1 - arrival * lag / backlog) if backlog > 0 else 0.0
         peak = max(lag, backlog / throughput + lag * burst)
     else:
