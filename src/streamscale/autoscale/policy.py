@@ -46,7 +46,14 @@ Shared rules, applied in this order (each yields one :class:`Reason`):
 7. scale-down needs no backlog, a full stabilization window without backlog and without any
    other change, and removes at most ``scale_down_max_factor`` of the executors (Flink's
    ``scale-down.max-factor`` semantics: 0.6 keeps at least ``ceil(0.4 × current)``); never
-   within the window after a scale-up (no reversal).
+   within the window after a scale-up (no reversal). ``rate`` counts the window without
+   backlog from what it measures (:func:`_no_backlog_since`): a backlog seen inside the window
+   after a change — the one a scale-up was sized to drain, or the one a rescale's pause
+   causes — does not restart it when it is gone by the window's end (the window after the
+   change has been the wait), and it starts at the last backlog its executors no longer
+   needed (``hold_backlog_draining``: its target, backlog included, below the running count)
+   rather than at the next observation. ``lag`` sizes on the lag itself, so only a window
+   of observations without backlog shows that its count is no longer needed.
 
 One exception, the urgent backlog: when the time lag exceeds ``urgent_time_lag_s`` (default
 30 s, the latency objective), a scale-up after a scale-down is allowed inside the window and
@@ -517,6 +524,37 @@ def _rate_wanted(config: PolicyConfig, obs: Observation, capacity: Capacity, up:
     return math.ceil(target - 1e-9)
 
 
+def _no_backlog_since(
+    config: PolicyConfig, state: PolicyState, obs: Observation, backlog: bool
+) -> float | None:
+    """Since when the scale-down's no-backlog clock runs (None: stopped), with fresh metrics.
+
+    No backlog: since the first observation without one. A backlog stops the clock, except
+    for ``rate`` in the stabilization window after a change (``rate`` restarts the clock at a
+    change): the backlog a scale-up was sized to drain, or the one a rescale's pause causes,
+    is expected there, so the clock stays at the change; when that backlog is gone by the
+    window's end, the window has been the wait. A backlog that outlasts it stops the clock.
+    For ``rate``, gone means in time too (time lag within ``backlog_tolerance_s``): after a
+    burst, the 30 s input average behind the records allowance (:func:`has_backlog`) is
+    inflated. (``decide`` also starts ``rate``'s clock at a backlog its executors no longer
+    need.)
+    """
+    behind = backlog
+    if config.kind is PolicyKind.RATE:  # its clock may outlast a backlog: gone in time too
+        behind = backlog or _time_lag(obs) > config.backlog_tolerance_s
+    if not behind:
+        return obs.now_s if state.clear_since_s is None else state.clear_since_s
+    changed = state.last_change_s
+    if (
+        config.kind is PolicyKind.RATE
+        and changed is not None
+        and state.clear_since_s == changed
+        and obs.now_s - changed < config.stabilization_window_s
+    ):
+        return changed
+    return None
+
+
 def _lag_target(config: PolicyConfig, obs: Observation) -> float:
     return obs.total_lag / config.lag_threshold
 
@@ -536,13 +574,10 @@ def decide(
     backlog = problem is None and has_backlog(config, obs)
     urgent = backlog and urgent_backlog(config, obs)
 
-    if problem is not None or backlog:
-        clear_since: float | None = None
-    else:
-        clear_since = now if state.clear_since_s is None else state.clear_since_s
+    capacity = measure_capacity(config, obs, state.capacity)
+    clear_since = None if problem is not None else _no_backlog_since(config, state, obs, backlog)
     set_changed = state.running is not None and state.running != obs.executors
     stable_since = now if set_changed else state.stable_since_s
-    capacity = measure_capacity(config, obs, state.capacity)
     remembered = capacity if capacity.method is CapacityMethod.FIT else state.capacity
     state = replace(
         state,
@@ -558,7 +593,9 @@ def decide(
     def change(desired: int, reason: Reason, target: float | None) -> tuple[Decision, PolicyState]:
         direction = 1 if desired > current else -1
         new_state = replace(state, last_change_s=now, last_direction=direction, stable_since_s=now)
-        if direction < 0:  # the executor set changes: the no-backlog clock restarts
+        if config.kind is PolicyKind.RATE:  # the clock restarts at the change (see above)
+            new_state = replace(new_state, clear_since_s=now)
+        elif direction < 0:  # the executor set changes: the no-backlog clock restarts
             new_state = replace(new_state, clear_since_s=None)
         return Decision(desired, reason, current, target, capacity), new_state
 
@@ -623,6 +660,10 @@ def decide(
 
     if wanted < current:
         if backlog:
+            if sizing is not None and clear_since is None:
+                # rate: the backlog no longer needs these executors (its target, backlog
+                # included, is below them): the wait for the scale-down starts here.
+                state = replace(state, clear_since_s=now)
             return hold(Reason.HOLD_BACKLOG_DRAINING, target)
         if state.last_direction > 0 and since_change < window:
             return hold(Reason.HOLD_REVERSAL, target)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from dataclasses import replace
 from typing import Any
 
@@ -515,7 +516,137 @@ def test_state_tracks_backlog_and_changes() -> None:
     assert state.clear_since_s is None  # an outage restarts it
     decision, state = decide(RATE, state, replace(obs(input_rate=4500, lag=50_000), now_s=NOW + 30))
     assert decision.direction == 1
-    assert (state.last_change_s, state.last_direction, state.clear_since_s) == (NOW + 30, 1, None)
+    # rate restarts the clock at a change (lag: see test_no_backlog_clock)
+    assert (state.last_change_s, state.last_direction, state.clear_since_s) == (
+        NOW + 30,
+        1,
+        NOW + 30,
+    )
+
+
+IN_WINDOW = PolicyState(last_change_s=NOW - 30, last_direction=1, clear_since_s=NOW - 30)
+"""Rate, 30 s after a scale-up, every backlog since then seen inside its window."""
+DRAINING = obs(executors=8, lag=30_000, input_rate=100)
+"""A backlog the executors no longer need (the target, backlog included, is below 8)."""
+NEEDED = obs(executors=8, lag=3_000_000, input_rate=5000)
+"""A backlog that needs more than the 8 executors there are."""
+
+
+@pytest.mark.parametrize(
+    ("name", "config", "state", "observation", "reason", "clock"),
+    [
+        ("rate: backlog in the window", RATE, IN_WINDOW, NEEDED, Reason.BOUNDED_MAX, NOW - 30),
+        ("lag: backlog in the window", LAG, IN_WINDOW, NEEDED, Reason.BOUNDED_MAX, None),
+        (
+            "rate: backlog past the window",
+            RATE,
+            replace(IN_WINDOW, last_change_s=NOW - 60, clear_since_s=NOW - 60),
+            NEEDED,
+            Reason.BOUNDED_MAX,
+            None,
+        ),
+        (
+            "rate: records within the allowance, 20 s old",
+            RATE,
+            replace(IN_WINDOW, last_change_s=NOW - 60, clear_since_s=NOW - 60),
+            obs(executors=8, lag=3000, time_lag_s=20.0),
+            Reason.HOLD_STABILIZING,
+            None,
+        ),
+        (
+            "rate: clock stopped since the change",
+            RATE,
+            replace(IN_WINDOW, clear_since_s=None),
+            NEEDED,
+            Reason.BOUNDED_MAX,
+            None,
+        ),
+        (
+            "rate: outage in the window",
+            RATE,
+            IN_WINDOW,
+            obs(executors=8, lag=30_000, age=None),
+            Reason.HOLD_MISSING_METRICS,
+            None,
+        ),
+        (
+            "rate: backlog no longer needs them",
+            RATE,
+            PolicyState(),
+            DRAINING,
+            Reason.HOLD_BACKLOG_DRAINING,
+            NOW,
+        ),
+        (
+            "rate: draining keeps a running clock",
+            RATE,
+            IN_WINDOW,
+            DRAINING,
+            Reason.HOLD_BACKLOG_DRAINING,
+            NOW - 30,
+        ),
+        ("lag: draining", LAG, PolicyState(), DRAINING, Reason.HOLD_BACKLOG_DRAINING, None),
+        (
+            "rate: up restarts it",
+            RATE,
+            QUIET,
+            obs(executors=2, input_rate=2000),
+            Reason.SCALE_UP_RATE,
+            NOW,
+        ),
+        ("rate: down restarts it", RATE, QUIET, obs(executors=8), Reason.SCALE_DOWN_IDLE, NOW),
+        ("lag: down stops it", LAG, QUIET, obs(executors=2), Reason.SCALE_DOWN_IDLE, None),
+    ],
+)
+def test_no_backlog_clock(
+    name: str,
+    config: PolicyConfig,
+    state: PolicyState,
+    observation: Observation,
+    reason: Reason,
+    clock: float | None,
+) -> None:
+    """The scale-down's no-backlog clock (``PolicyState.clear_since_s``) after one decision."""
+    decision, after = decide(config, state, observation)
+    assert (decision.reason, after.clear_since_s) == (reason, clock), name
+
+
+# (seconds after NOW, records lag, input rate); executors follow every decision
+AFTER_A_SPIKE = [(0, 50_000, 4500), (10, 40_000, 1000), (30, 20_000, 1000)] + [
+    (t, 0, 1000) for t in range(40, 200, 10)
+]
+AFTER_A_LONG_DRAIN = [(t, 600_000 - 9000 * t, 500) for t in range(0, 61, 10)]
+AFTER_A_LONG_DRAIN += [(65, 10_000, 500)] + [(t, 0, 500) for t in range(70, 200, 5)]
+
+
+@pytest.mark.parametrize(
+    ("kind", "run", "max_executors", "down_at"),
+    [
+        # a 60 s window; backlog gone inside the scale-up's window: rate scales down when
+        # the window ends, lag a full window after the first observation without backlog
+        (PolicyKind.RATE, AFTER_A_SPIKE, 8, 60),
+        (PolicyKind.LAG, AFTER_A_SPIKE, 8, 100),
+        # no change, a drain at the bound (the demo's): a window after the last backlog seen
+        # (rate: it no longer needed the executors), after the first clear observation (lag)
+        (PolicyKind.RATE, AFTER_A_LONG_DRAIN, 2, 125),
+        (PolicyKind.LAG, AFTER_A_LONG_DRAIN, 2, 130),
+    ],
+)
+def test_scale_down_after_a_backlog(
+    kind: PolicyKind, run: list[tuple[int, int, float]], max_executors: int, down_at: int
+) -> None:
+    """When the first scale-down comes after a backlog (executors follow every decision)."""
+    config = replace(RATE, kind=kind, max_executors=max_executors)
+    state, executors, downs = PolicyState(), 2, []
+    for t, lag, rate in run:
+        batches = sized_batches(1000, executors, [1, 4, 1, 4, 1, 4])
+        fresh = tuple(replace(b, started_s=NOW + t - 6 + i) for i, b in enumerate(batches))
+        o = obs(executors=executors, lag=lag, input_rate=rate, now_s=NOW + t, batches=fresh)
+        decision, state = decide(config, state, o)
+        if decision.direction < 0:
+            downs.append(t)
+        executors = decision.desired
+    assert downs[:1] == [down_at]
 
 
 def test_decision_direction() -> None:
@@ -655,6 +786,41 @@ def test_no_reversal_inside_the_window(config: PolicyConfig, data: st.DataObject
     for (t1, d1, _), (t2, d2, reason) in itertools.pairwise(changes):
         if d1 != d2 and reason is not Reason.SCALE_UP_URGENT:
             assert t2 - t1 >= config.stabilization_window_s
+
+
+@given(st.sampled_from(PolicyKind), st.sampled_from([30.0, 60.0]), st.randoms())
+def test_scale_down_waits_a_window_after_a_backlog(
+    kind: PolicyKind, window: float, rng: random.Random
+) -> None:
+    """Over a random run where the cluster follows every decision, no observation with a
+    backlog lies in the window before a scale-down (lag: ``[T − W, T]``), except, for
+    ``rate``, one inside the window after the change before it (``(T − W, T]``)."""
+    config = replace(RATE, kind=kind, stabilization_window_s=window)
+    state = PolicyState()
+    executors = max(1, config.min_executors)
+    now = 0.0
+    backlogs: list[tuple[float, float | None]] = []  # (when, the last change before it)
+    for _ in range(40):
+        now += rng.choice([5.0, 10.0, 30.0])
+        batches = sized_batches(1000, max(1, executors), [1, 4, 1, 4, 1, 4])
+        o = obs(
+            executors=executors,
+            lag=rng.choice([0, 0, 3000, 30_000, 300_000]),
+            input_rate=rng.choice([100.0, 1000.0, 5000.0]),
+            age=rng.choice([1.0, 1.0, 1.0, None]),
+            now_s=now,
+            batches=tuple(replace(b, started_s=now - 6 + i) for i, b in enumerate(batches)),
+        )
+        if o.metrics_age_s is not None and has_backlog(config, o):
+            backlogs.append((now, state.last_change_s))
+        decision, state = decide(config, state, o)
+        if decision.reason is Reason.SCALE_DOWN_IDLE:
+            for seen, changed in backlogs:
+                if config.kind is PolicyKind.LAG:
+                    assert seen < now - window
+                elif seen > now - window:
+                    assert changed is not None and seen - changed < window
+        executors = decision.desired
 
 
 @given(
