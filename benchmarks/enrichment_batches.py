@@ -23,6 +23,7 @@ then the median of each column over the steady batches, per batch size.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import tempfile
@@ -70,7 +71,7 @@ def instrument(timer: Timer) -> None:
     """Time the driver's parts of :meth:`Enrichment.process_batch` (class and module
     attributes: every pipeline built afterwards is timed)."""
     en.read_referential = timer.wrap("referential", en.read_referential)  # type: ignore[assignment]
-    for attr, name in (("_ref_offsets", "offset log"), ("_names", "broadcast")):
+    for attr, name in (("_topic_offsets", "offset log"), ("_names", "broadcast")):
         setattr(en.Enrichment, attr, timer.wrap(name, getattr(en.Enrichment, attr)))
     process = en.Enrichment.process_batch
 
@@ -80,6 +81,72 @@ def instrument(timer: Timer) -> None:
         timer.spent["process_batch"] = time.perf_counter() - began
 
     en.Enrichment.process_batch = process_batch  # type: ignore[method-assign]
+    en.EnrichTask = TimedTask  # type: ignore[misc]
+
+
+TASK_LOG = Path(tempfile.gettempdir()) / "enrichment-batches-tasks.jsonl"
+
+
+class TimedTask(en.EnrichTask):
+    """The production task, timed from inside the Python worker (pickled by value from this
+    script): call → first Arrow batch (the JVM's Kafka read and Arrow hand-over), → done
+    (enrich, produce, flush), whether the worker was new, appended to :data:`TASK_LOG`."""
+
+    fresh_producer = False  # True: drop the worker's kept producer first (the old behaviour)
+
+    def __call__(self, batches: Any) -> Any:
+        import json as js
+        import os
+        import sys
+        import time as clock
+
+        began = clock.time()
+        warm = "streamscale.kafka.sink" in sys.modules
+        if self.fresh_producer:
+            from streamscale.kafka import sink
+
+            sink._kept.clear()
+        first: list[float] = []
+
+        def timed() -> Any:
+            for b in batches:
+                if not first:
+                    first.append(clock.time())
+                yield b
+
+        yield from super().__call__(timed())
+        done = clock.time()
+        with open(TASK_LOG, "a") as f:
+            f.write(
+                js.dumps(
+                    {
+                        "pid": os.getpid(),
+                        "warm": warm,
+                        "began": began,
+                        "first_batch_s": (first[0] if first else done) - began,
+                        "after_s": done - (first[0] if first else done),
+                        "total_s": done - began,
+                    }
+                )
+                + "\n"
+            )
+
+
+def task_figures() -> dict[str, float]:
+    """The tasks logged since the last call: medians and counts."""
+    if not TASK_LOG.exists():
+        return {}
+    rows = [json.loads(line) for line in TASK_LOG.read_text().splitlines() if line]
+    TASK_LOG.unlink()
+    if not rows:
+        return {}
+    return {
+        "task to 1st batch": statistics.median(r["first_batch_s"] for r in rows),
+        "task after 1st": statistics.median(r["after_s"] for r in rows),
+        "task total": statistics.median(r["total_s"] for r in rows),
+        "new workers": float(sum(not r["warm"] for r in rows)),
+        "task start spread": max(r["began"] for r in rows) - min(r["began"] for r in rows),
+    }
 
 
 def stage_figures(spark: Any, after_stage: int) -> tuple[int, dict[str, float]]:
@@ -105,8 +172,11 @@ def stage_figures(spark: Any, after_stage: int) -> tuple[int, dict[str, float]]:
     return top, out
 
 
-def run_one(spark: Any, settings: Settings, ckpt: str, timer: Timer) -> list[dict[str, float]]:
+def run_one(
+    spark: Any, settings: Settings, ckpt: str, timer: Timer, fresh: bool
+) -> list[dict[str, float]]:
     """One availableNow run; per batch figures (seconds)."""
+    TimedTask.fresh_producer = fresh
     pipeline = en.Enrichment(settings, ckpt)
     rows: list[dict[str, float]] = []
     last_stage, _ = stage_figures(spark, -1)
@@ -133,6 +203,7 @@ def run_one(spark: Any, settings: Settings, ckpt: str, timer: Timer) -> list[dic
             row["foreachBatch round trip"] = row["addBatch"] - row["process_batch"]
             last_stage, stages = stage_figures(spark, last_stage)
             row.update(stages)
+            row.update(task_figures())
             rows.append(row)
         if not query.isActive:
             break
@@ -155,6 +226,11 @@ COLUMNS = (
     "task run s",
     "task cpu s",
     "deser s",
+    "task to 1st batch",
+    "task after 1st",
+    "task total",
+    "task start spread",
+    "new workers",
 )
 
 
@@ -179,6 +255,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--master", default=None)
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--compare-producer",
+        action="store_true",
+        help="each batch size twice: a new producer per task (as before 2026-11-24) and the "
+        "worker's kept one",
+    )
     args = parser.parse_args()
     batches = args.batch or [20_000, 100_000]
     timer = Timer()
@@ -202,10 +284,12 @@ def main() -> None:
         try:
             for run in range(args.runs):
                 for size in batches:
-                    settings = base.model_copy(update={"max_offsets_per_trigger": size})
-                    ckpt = str(Path(tmp) / f"ckpt-{run}-{size}")
-                    rows = run_one(spark, settings, ckpt, timer)
-                    show(f"run {run + 1}, batch {size:,}", rows)
+                    for fresh in (True, False) if args.compare_producer else (False,):
+                        settings = base.model_copy(update={"max_offsets_per_trigger": size})
+                        ckpt = str(Path(tmp) / f"ckpt-{run}-{size}-{fresh}")
+                        rows = run_one(spark, settings, ckpt, timer, fresh)
+                        producer = "new producer per task" if fresh else "kept producer"
+                        show(f"run {run + 1}, batch {size:,}, {producer}", rows)
         finally:
             stop_session(spark)
 
