@@ -81,6 +81,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from streamscale.pipelines import deadletter as dl
 from streamscale.pipelines.checkpoint_files import read_text
+from streamscale.pipelines.products import compact_product
 from streamscale.pipelines.query import ForeachBatchQuery, read_kafka
 from streamscale.settings import KafkaSource, Settings
 
@@ -510,7 +511,9 @@ def read_referential(
     ``start`` None or a missing partition: the earliest offset), how many were read, and
     the invalid ones as dead letters.
 
-    Read by the driver with the source's own reader and checked with Spark SQL.
+    Read by the driver with the source's own reader; records in the compact form are read
+    in Python (:func:`.products.compact_product`), any other by Spark SQL
+    (:func:`parse_referential`), in one job for the batch if there are any.
     """
     import pyarrow as pa
 
@@ -534,12 +537,30 @@ def read_referential(
             part = KafkaInputPartition(topic, p, begin[p], end)
             batches.extend(read_range(options, part, False))
     read = sum(b.num_rows for b in batches)
-    if not read:
-        return [], 0, []
-    df = spark.createDataFrame(pa.Table.from_batches(batches), source_schema(False))
+    good: list[tuple[int, Version]] = []
+    slow: list[Any] = []
+    for b in batches:
+        keys, values, parts, offsets = (
+            b.column(c).to_pylist() for c in ("key", "value", "partition", "offset")
+        )
+        stamps = b.column("timestamp").cast(pa.int64()).to_pylist()  # µs
+        left = []
+        for i, (key, value) in enumerate(zip(keys, values, strict=True)):
+            compact = compact_product(key, value)
+            if compact is None:
+                left.append(i)
+                continue
+            pid, name = compact
+            good.append((pid, (parts[i], offsets[i], stamps[i] // 1000, name, name is None)))
+        if left:
+            slow.append(b.take(pa.array(left, pa.int64())))
+    bad: list[dl.DeadLetter] = []
+    if not slow:
+        return good, read, bad
+    # Anything but the compact form: Spark SQL's reading (the definition).
+    df = spark.createDataFrame(pa.Table.from_batches(slow), source_schema(False))
     columns = ("pid", "ts_ms", "name", "deleted", "error", "detail", *dl.SOURCE_COLUMNS)
     parsed = parse_referential(df).select(*columns).toArrow()
-    good, bad = [], []
     for r in parsed.drop_columns(["key", "value", "topic", "detail"]).to_pylist():
         if r["error"] is None:
             good.append(
