@@ -71,8 +71,14 @@ def instrument(timer: Timer) -> None:
     """Time the driver's parts of :meth:`Enrichment.process_batch` (class and module
     attributes: every pipeline built afterwards is timed)."""
     en.read_referential = timer.wrap("referential", en.read_referential)  # type: ignore[assignment]
-    for attr, name in (("_topic_offsets", "offset log"), ("_names", "broadcast")):
-        setattr(en.Enrichment, attr, timer.wrap(name, getattr(en.Enrichment, attr)))
+    # (_ref_offsets: the offset-log reader's name before 2026-11-24, to profile older code)
+    for attr, name in (
+        ("_topic_offsets", "offset log"),
+        ("_ref_offsets", "offset log"),
+        ("_names", "broadcast"),
+    ):
+        if hasattr(en.Enrichment, attr):
+            setattr(en.Enrichment, attr, timer.wrap(name, getattr(en.Enrichment, attr)))
     process = en.Enrichment.process_batch
 
     def process_batch(self: Any, batch: Any, batch_id: int) -> None:
@@ -105,7 +111,7 @@ class TimedTask(en.EnrichTask):
         if self.fresh_producer:
             from streamscale.kafka import sink
 
-            sink._kept.clear()
+            getattr(sink, "_kept", {}).clear()
         first: list[float] = []
 
         def timed() -> Any:
