@@ -436,12 +436,6 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
             f"{frames.stats.approvals:,} approvals)",
             flush=True,
         )
-        if args.batch < n_ref:
-            print(
-                f"  WARNING: --batch {args.batch:,} < {n_ref:,} referential records: the first "
-                "enrichment batch misses part of the referential",
-                flush=True,
-            )
         steady_e = math.ceil(args.purchases / args.batch) - 1
         steady_g = math.ceil(n_frm / args.game_batch) - 1
         for what, n in (("enrichment", steady_e), ("game sessions", steady_g)):
@@ -742,7 +736,7 @@ def main() -> None:
     parser.add_argument(
         "--batch",
         type=int,
-        help="enrichment: maxOffsetsPerTrigger of each source (purchases, referential); "
+        help="enrichment: maxOffsetsPerTrigger of the purchases (the referential is read whole); "
         f"default: purchases / {STEADY_BATCHES + 3}, so that {STEADY_BATCHES}+ batches follow "
         "the first",
     )
@@ -787,10 +781,7 @@ def main() -> None:
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
     )
     args = parser.parse_args()
-    # The first enrichment batch must hold the whole referential (or purchases of that batch
-    # miss later versions of their product): at least its record count.
-    n_ref = referential.plan_for_products(args.products, 0.05, 0.01).total
-    args.batch = args.batch or max(n_ref, math.ceil(args.purchases / (STEADY_BATCHES + 3)))
+    args.batch = args.batch or math.ceil(args.purchases / (STEADY_BATCHES + 3))
     args.game_batch = args.game_batch or max(1, math.ceil(2 * args.frames / (STEADY_BATCHES + 3)))
     # kstreams.py's options that this benchmark keeps at their defaults
     args.log_dir, args.jvm_opt, args.app_opt = None, [], []

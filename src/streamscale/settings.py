@@ -75,7 +75,10 @@ class Settings(BaseSettings):
         1.0, ge=0, description="Micro-batch trigger interval (seconds)"
     )
     max_offsets_per_trigger: int | None = Field(
-        None, gt=0, description="Records per micro-batch (all partitions)"
+        None,
+        gt=0,
+        description="Records per micro-batch of each stream input, all partitions (the "
+        "enrichment's referential, a table, is read to its end in every batch)",
     )
     min_partitions: int | None = Field(None, gt=0, description="Minimum Spark input partitions")
     shuffle_partitions: int = Field(4, gt=0, description="spark.sql.shuffle.partitions")

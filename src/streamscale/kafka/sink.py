@@ -4,14 +4,21 @@ Columns: ``value`` (required, string or binary), ``key``, ``topic`` (or option `
 ``partition``, ``headers`` (array of ``{key: string, value: binary}``). Delivery is
 at-least-once: each task flushes its producer and fails if any record was not acknowledged,
 so a failed task is retried and a replayed micro-batch may repeat output, but nothing is lost.
+
+A Python worker keeps its producer for the next task with the same connection
+(:func:`reused_producer`): a new idempotent producer costs about 0.5 s before its first
+acknowledgement on this machine (5,000 records: 0.53-0.54 s with a new producer, 0.035-0.057
+s with a kept one), once per task and micro-batch otherwise. A write that failed drops it.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
@@ -163,6 +170,49 @@ def _wait_for_room(producer: Any, produce: Any) -> None:
             continue
 
 
+@dataclass
+class _Kept:
+    """A producer kept by a process, and the failed deliveries of the write using it."""
+
+    producer: Any = None
+    failures: list[str] = field(default_factory=list)
+
+    def on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.failures.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
+
+
+_kept: dict[tuple[tuple[str, str], ...], _Kept] = {}
+_kept_lock = threading.Lock()
+
+
+@contextmanager
+def reused_producer(kafka: Mapping[str, Any]) -> Iterator[tuple[Any, list[str]]]:
+    """This process's reliable producer for the connection ``kafka`` (made on first use) and
+    the list its failed deliveries go to during this write.
+
+    The producer is taken out while in use (a concurrent write makes its own) and kept again
+    only when the write ended without an exception or a failed delivery; the caller flushes.
+    """
+    from confluent_kafka import Producer
+
+    key = tuple(sorted((k, str(v)) for k, v in kafka.items()))
+    with _kept_lock:
+        kept = _kept.pop(key, None)
+    if kept is None:
+        kept = _Kept()
+        kept.producer = Producer(
+            producer_config(
+                kafka, on_delivery=kept.on_delivery, **{"delivery.report.only.error": True}
+            )
+        )
+    kept.failures = []
+    yield kept.producer, kept.failures
+    if not kept.failures:
+        with _kept_lock:
+            _kept.setdefault(key, kept)
+
+
 class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
     """Writes each task's rows with an idempotent ``acks=all`` producer."""
 
@@ -174,27 +224,15 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
             return self._write(iterator)
 
     def _write(self, iterator: Iterator[Any]) -> SinkCommit:
-        from confluent_kafka import Producer
-
-        failures: list[str] = []
-
-        def on_delivery(err: Any, msg: Any) -> None:
-            if err is not None:
-                failures.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
-
-        producer = Producer(
-            producer_config(
-                self.options.kafka,
-                on_delivery=on_delivery,
-                **{"delivery.report.only.error": True},
-            )
-        )
-        count = 0
-        for batch in iterator:
-            count += produce_rows(producer, batch, self.options.topic, failures)
-        remaining = producer.flush(FLUSH_TIMEOUT_S)
-        if remaining:
-            failures.append(f"{remaining} record(s) still unacknowledged after {FLUSH_TIMEOUT_S} s")
+        with reused_producer(self.options.kafka) as (producer, failures):
+            count = 0
+            for batch in iterator:
+                count += produce_rows(producer, batch, self.options.topic, failures)
+            remaining = producer.flush(FLUSH_TIMEOUT_S)
+            if remaining:
+                failures.append(
+                    f"{remaining} record(s) still unacknowledged after {FLUSH_TIMEOUT_S} s"
+                )
         if failures:
             from streamscale.kafka.admin import explain_unacknowledged
 

@@ -6,24 +6,34 @@ Output: ``achats-enrichis`` ``{"id","name","price"}`` keyed by the ORIGINAL purc
 ``name`` ``"REF INCONNUE"`` when the product is unknown or deleted. Referential records are
 never emitted; bad records of either topic go to ``enrichment-dlq`` (:mod:`.deadletter`).
 
-Table semantics — what "known when the purchase is processed" means, deterministically:
+Table semantics — what "known when the purchase is processed" means, deterministically: a
+purchase with Kafka timestamp ``t`` sees, for its product, the latest referential record (by
+log order) with a timestamp ≤ ``t`` (a tie goes to the referential; a tombstone deletes)
+among the records read so far, whatever the batch boundaries:
 
-- every referential record of an EARLIER micro-batch applies (latest by log order, a
-  tombstone deletes);
-- a referential record of the SAME micro-batch applies to a purchase when its Kafka
-  timestamp is ≤ the purchase's (a tie goes to the referential), the latest such one by log
-  order; otherwise the purchase sees the table as it was before the batch.
+- every batch reads the referential to its end offset at planning time (the offset log keeps
+  it, so a replay reads the same range): ``maxOffsetsPerTrigger`` limits the purchases only,
+  and no purchase misses an older version because a batch limit cut the referential;
+- versions read ahead of the purchases stay *pending*: the driver folds a version into the
+  table only once every purchase partition of a batch has passed its timestamp (the oldest
+  of the partitions' newest purchase timestamps of that batch). A purchase older than that
+  point (timestamps out of order across partitions) sees the folded table, as a Kafka
+  Streams KTable join sees the table as it is;
+- a record appended after a batch was planned applies from the next batch on, even to a
+  purchase it predates (no engine sees a record before it exists).
 
 So a rename produced between two purchases is seen by the second one whether or not the
 three records fall into one micro-batch, and a replayed batch (its offsets are in the
-checkpoint) gives the same answers.
+checkpoint) gives the same answers. On restart the table is rebuilt from the compacted topic
+and folded up to the oldest of the purchase partitions' last timestamps, which keeps at
+least as many versions pending (docs/benchmarks.md, "Found on the way").
 
 Design, chosen by measurement (docs/benchmarks.md, "Pipelines (issue 3)"): one query reads
 both topics (two Kafka sources, one checkpoint) into ``foreachBatch``.
 
 **Kafka reader.** By default (``kafka_source=auto``) Spark's own connector,
 ``format("kafka")``; ``streamscale-kafka`` gives the same answers (both write the same
-offset JSON, ``{"topic": {"0": 123}}``, to the offset log :meth:`Enrichment._ref_offsets`
+offset JSON, ``{"topic": {"0": 123}}``, to the offset log :meth:`Enrichment._topic_offsets`
 reads). Measured with ``benchmarks/pipelines.py --purchases 300000 --batch 100000`` and
 ``--purchases 600000 --batch 200000``, both readers alternating in one warm Spark session
 (``--source kafka --source streamscale-kafka ...``) on a quiet moment of this shared 2-core
@@ -42,7 +52,7 @@ the project's reader (:func:`read_referential`) whichever source the stream uses
 - Each batch is then ONE Spark job over the purchases: each task parses, names and formats
   its purchases as Arrow columns (:mod:`.purchase_batches`: vectorized, no Python call per
   record) and writes output and dead letters with the project's producer, applying the
-  batch's own referential versions by the as-of rule above. The earlier design, the same
+  pending referential versions by the as-of rule above. The earlier design, the same
   work as Spark SQL (``from_json``, a broadcast hash join, ``to_json``, observed counts),
   spent about 17 µs of JVM time per purchase and ran at 75-92k purchases/s; this one moves
   each purchase through the JVM only between the source and the task.
@@ -71,6 +81,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from streamscale.pipelines import deadletter as dl
 from streamscale.pipelines.checkpoint_files import read_text
+from streamscale.pipelines.products import compact_product
 from streamscale.pipelines.query import ForeachBatchQuery, read_kafka
 from streamscale.settings import KafkaSource, Settings
 
@@ -152,13 +163,16 @@ Version = tuple[int, int, int, str | None, bool]  # partition, offset, ts_ms, na
 
 @dataclass
 class Table:
-    """The referential as of the start of the next batch: product id → name."""
+    """The referential the driver holds: ``names`` (product id → name) is the table folded up
+    to the purchases' progress; ``pending`` holds, per product and in log order, the versions
+    read but newer than that (a purchase sees them by its own timestamp)."""
 
     names: dict[int, str] = field(default_factory=dict)
     version: int = 0
+    pending: dict[int, list[Version]] = field(default_factory=dict)
 
     def apply(self, rows: list[tuple[int, Version]]) -> None:
-        """Apply ``(pid, version)`` rows in log order (a tombstone deletes)."""
+        """Apply ``(pid, version)`` rows to :attr:`names` in log order (a tombstone deletes)."""
         for pid, (_, _, _, name, deleted) in sorted(rows, key=lambda r: (r[1][0], r[1][1])):
             if deleted or name is None:
                 self.names.pop(pid, None)
@@ -166,6 +180,45 @@ class Table:
                 self.names[pid] = name
         if rows:
             self.version += 1
+
+    def add(self, rows: list[tuple[int, Version]]) -> None:
+        """Keep a batch's valid referential rows as pending versions (log order per product)."""
+        for pid, versions in group_versions(rows).items():
+            self.pending.setdefault(pid, []).extend(versions)
+
+    def fold(self, watermark: int) -> None:
+        """Fold into :attr:`names` every product's latest pending version (log order) with a
+        timestamp ≤ ``watermark`` (ms), and drop the versions before it: no purchase still to
+        come is older than ``watermark``, so none could see them."""
+        rows: list[tuple[int, Version]] = []
+        for pid, versions in list(self.pending.items()):
+            last = max((i for i, v in enumerate(versions) if v[2] <= watermark), default=-1)
+            if last < 0:
+                continue
+            rows.append((pid, versions[last]))
+            if last + 1 < len(versions):
+                self.pending[pid] = versions[last + 1 :]
+            else:
+                del self.pending[pid]
+        self.apply(rows)
+
+    def task_versions(self) -> dict[int, list[tuple[int, str | None]]]:
+        """The pending versions as the tasks read them: ``(ts_ms, name or None)`` in log order."""
+        return {
+            pid: [(ts, None if deleted else name) for _, _, ts, name, deleted in versions]
+            for pid, versions in self.pending.items()
+        }
+
+    def latest(self) -> dict[int, str]:
+        """The table with every version read applied (what a purchase newer than all sees)."""
+        out = dict(self.names)
+        for pid, versions in self.pending.items():
+            _, _, _, name, deleted = versions[-1]
+            if deleted or name is None:
+                out.pop(pid, None)
+            else:
+                out[pid] = name
+        return out
 
 
 def group_versions(rows: list[tuple[int, Version]]) -> dict[int, list[Version]]:
@@ -181,7 +234,8 @@ def group_versions(rows: list[tuple[int, Version]]) -> dict[int, list[Version]]:
 @dataclass(frozen=True)
 class EnrichTask:
     """What every task of one micro-batch runs (pickled to the executors): enrich its
-    purchases (:mod:`.purchase_batches`), write output and dead letters, return counts."""
+    purchases (:mod:`.purchase_batches`), write output and dead letters, return counts and
+    the newest purchase timestamp of each partition it read."""
 
     topics: EnrichmentTopics
     sink_options: Mapping[str, str]
@@ -207,7 +261,8 @@ class EnrichTask:
 
         with collector_paused():
             write_rows(self.sink_options, rows())
-        yield pa.RecordBatch.from_pydict({"counts": [json.dumps(out.counts)]})
+        result = {"counts": out.counts, "newest": out.newest}
+        yield pa.RecordBatch.from_pydict({"counts": [json.dumps(result)]})
 
 
 # --- the pipeline -------------------------------------------------------------------------
@@ -254,7 +309,7 @@ class Enrichment(ForeachBatchQuery):
         self._table_bc: Any = None
         self._table_bc_version = -1
         self._next_batch: int | None = None
-        self._last_ref_offsets: tuple[int, dict[int, int]] | None = None
+        self._last_offsets: tuple[int, dict[str, dict[int, int]]] | None = None
         self._lock = threading.Lock()
         self.counts: dict[int, BatchCounts] = {}
 
@@ -276,8 +331,17 @@ class Enrichment(ForeachBatchQuery):
         from pyspark.sql import functions as F
 
         purchases = self._source(spark, self.topics.purchases, self.settings.starting_offsets)
-        # A table is read in full: the referential always starts at the earliest offset.
-        referential = self._source(spark, self.topics.referential, "earliest")
+        # A table is read in full: the referential always starts at the earliest offset, and
+        # each batch reads it to its end (no maxOffsetsPerTrigger), so that no purchase misses
+        # a version older than itself that a batch limit left for later.
+        referential = read_kafka(
+            spark,
+            self.settings.model_copy(update={"max_offsets_per_trigger": None}),
+            self.source,
+            subscribe=self.topics.referential,
+            starting="earliest",
+            query_name=self.name,
+        )
         return purchases.withColumn("src", F.lit("p")).unionByName(
             referential.withColumn("src", F.lit("r"))
         )
@@ -288,12 +352,14 @@ class Enrichment(ForeachBatchQuery):
 
     # one micro-batch -------------------------------------------------------------------------
     def process_batch(self, batch: DataFrame, batch_id: int) -> None:
-        """Apply the batch's referential, enrich its purchases, write output and dead letters.
+        """Read the batch's referential, enrich its purchases, write output and dead letters.
 
         The batch's referential records (their offset range is in the checkpoint's offset
-        log) are read and checked by the driver first (its dead letters written from there);
-        then ONE Spark job reads the batch's purchases from Kafka and each task enriches and
-        writes its own, against the table before the batch and the batch's versions.
+        log) are read and checked by the driver first (its dead letters written from there)
+        and kept as pending versions; then ONE Spark job reads the batch's purchases from
+        Kafka and each task enriches and writes its own, against the folded table and the
+        pending versions. Last, versions older than every partition's newest purchase of
+        the batch are folded into the table.
         """
         from streamscale.kafka.sink import write_rows
 
@@ -303,34 +369,36 @@ class Enrichment(ForeachBatchQuery):
                 self._rebuild(spark, batch_id)
             counts = BatchCounts()
 
-            start = self._ref_offsets(spark, batch_id - 1) if batch_id > 0 else None
-            end = self._ref_offsets(spark, batch_id)
+            start = self._topic_offsets(spark, batch_id - 1, self.topics.referential)
+            end = self._topic_offsets(spark, batch_id, self.topics.referential)
             good, counts.referential, bad = read_referential(
-                spark, self.settings, self.topics.referential, end, start
+                spark, self.settings, self.topics.referential, end, start if batch_id else None
             )
             if bad:
                 write_rows(
                     self.settings.source_options(), [dl.dead_letter_batch(bad, self.topics.dlq)]
                 )
+            self.table.add(good)
             task = EnrichTask(
                 self.topics,
                 self.settings.source_options(),
                 self._names(spark),
-                {
-                    pid: [(ts, None if deleted else name) for _, _, ts, name, deleted in vs]
-                    for pid, vs in group_versions(good).items()
-                },
+                self.table.task_versions(),
             )
             purchases = batch.where("src = 'p'").select(
                 "key", "value", "topic", "partition", "offset", "timestamp"
             )
+            newest: dict[int, int] = {}
             for row in purchases.mapInArrow(task, "counts STRING").collect():
-                for name, n in json.loads(row.counts).items():
+                result = json.loads(row.counts)
+                for name, n in result["counts"].items():
                     if name.startswith("dlq."):
                         error = name.removeprefix("dlq.")
                         counts.errors[error] = counts.errors.get(error, 0) + n
                     else:
                         setattr(counts, name, getattr(counts, name) + n)
+                for p, ts in result["newest"].items():
+                    newest[int(p)] = max(ts, newest.get(int(p), ts))
             counts.referential_applied = len(good)
             counts.referential_dlq = len(bad)
             for letter in bad:
@@ -345,7 +413,8 @@ class Enrichment(ForeachBatchQuery):
                     f"batch {batch_id}: {counts.referential} referential records read, "
                     f"{counts.referential_applied} applied, {counts.referential_dlq} rejected"
                 )
-            self.table.apply(good)
+            if newest:
+                self.table.fold(min(newest.values()))
             self.counts[batch_id] = counts
             self._next_batch = batch_id + 1
 
@@ -363,41 +432,72 @@ class Enrichment(ForeachBatchQuery):
 
     # restart ---------------------------------------------------------------------------------
     def _rebuild(self, spark: SparkSession, batch_id: int) -> None:
-        """Rebuild the table as of the start of ``batch_id`` from the compacted topic."""
+        """Rebuild the table as of the start of ``batch_id`` from the compacted topic: every
+        version up to the previous batch's end, folded up to the oldest of the purchases'
+        partitions' last timestamps (:func:`last_timestamps`; the newest timestamp of each
+        partition is not stored, and an earlier fold point only keeps more versions pending)."""
         self.table = Table()
         self._table_bc_version = -1
         if batch_id > 0:
-            until = self._ref_offsets(spark, batch_id - 1)
+            until = self._topic_offsets(spark, batch_id - 1, self.topics.referential)
             rows, _, _ = read_referential(spark, self.settings, self.topics.referential, until)
-            self.table.apply(rows)
+            self.table.add(rows)
+            ends = self._topic_offsets(spark, batch_id - 1, self.topics.purchases)
+            last = last_timestamps(self.settings, self.topics.purchases, ends)
+            if last:
+                self.table.fold(min(last.values()))
             log.info(
-                "enrichment: table rebuilt from %s up to %s: %d products",
+                "enrichment: table rebuilt from %s up to %s: %d products, %d pending",
                 self.topics.referential,
                 until,
                 len(self.table.names),
+                len(self.table.pending),
             )
         self._next_batch = batch_id
 
-    def _ref_offsets(self, spark: SparkSession, batch_id: int) -> dict[int, int]:
-        """The referential's end offsets of ``batch_id`` in the checkpoint's offset log
-        (written before the batch runs: ``v1``, metadata, then one JSON line per source).
+    def _topic_offsets(self, spark: SparkSession, batch_id: int, topic: str) -> dict[int, int]:
+        """``topic``'s end offsets of ``batch_id`` in the checkpoint's offset log (written
+        before the batch runs: ``v1``, metadata, then one JSON line per source); empty for
+        batch -1.
 
-        A batch's start is the previous batch's end: the last answer is kept, so each offset
-        file is read once.
+        A batch's start is the previous batch's end: the last file read is kept, so each
+        offset file is read once.
         """
-        if self._last_ref_offsets is not None and self._last_ref_offsets[0] == batch_id:
-            return dict(self._last_ref_offsets[1])
-        offsets: dict[int, int] = {}
-        text = read_text(spark, f"{self.checkpoint}/offsets/{batch_id}")
-        for line in text.splitlines()[2:]:
-            if not line.startswith("{"):
-                continue
-            sources = json.loads(line)
-            if self.topics.referential in sources:
-                offsets = {int(p): int(o) for p, o in sources[self.topics.referential].items()}
-                break
-        self._last_ref_offsets = (batch_id, offsets)
-        return dict(offsets)
+        if batch_id < 0:
+            return {}
+        if self._last_offsets is None or self._last_offsets[0] != batch_id:
+            sources: dict[str, dict[int, int]] = {}
+            text = read_text(spark, f"{self.checkpoint}/offsets/{batch_id}")
+            for line in text.splitlines()[2:]:
+                if line.startswith("{"):
+                    for name, offsets in json.loads(line).items():
+                        sources[name] = {int(p): int(o) for p, o in offsets.items()}
+            self._last_offsets = (batch_id, sources)
+        return dict(self._last_offsets[1].get(topic, {}))
+
+
+def last_timestamps(settings: Settings, topic: str, ends: Mapping[int, int]) -> dict[int, int]:
+    """The timestamp (ms) of the record before each partition's end offset in ``ends``
+    (partitions without one, or whose record is gone, are left out)."""
+    from streamscale.kafka.admin import KafkaAdmin
+    from streamscale.kafka.offsets import TopicPartition
+    from streamscale.kafka.options import parse_source
+    from streamscale.kafka.source import KafkaInputPartition, read_range
+
+    options = parse_source({**settings.source_options(), "subscribe": topic})
+    admin = KafkaAdmin(options.kafka, settings.request_timeout_s)
+    try:
+        earliest = admin.earliest([TopicPartition(topic, p) for p in ends])
+    finally:
+        admin.close()
+    out: dict[int, int] = {}
+    for p, end in sorted(ends.items()):
+        if end - 1 < earliest.get(TopicPartition(topic, p), end):
+            continue
+        for batch in read_range(options, KafkaInputPartition(topic, p, end - 1, end), False):
+            if batch.num_rows:
+                out[p] = int(batch.column("timestamp").cast("int64")[0].as_py()) // 1000
+    return out
 
 
 def read_referential(
@@ -411,7 +511,9 @@ def read_referential(
     ``start`` None or a missing partition: the earliest offset), how many were read, and
     the invalid ones as dead letters.
 
-    Read by the driver with the source's own reader and checked with Spark SQL.
+    Read by the driver with the source's own reader; records in the compact form are read
+    in Python (:func:`.products.compact_product`), any other by Spark SQL
+    (:func:`parse_referential`), in one job for the batch if there are any.
     """
     import pyarrow as pa
 
@@ -435,12 +537,30 @@ def read_referential(
             part = KafkaInputPartition(topic, p, begin[p], end)
             batches.extend(read_range(options, part, False))
     read = sum(b.num_rows for b in batches)
-    if not read:
-        return [], 0, []
-    df = spark.createDataFrame(pa.Table.from_batches(batches), source_schema(False))
+    good: list[tuple[int, Version]] = []
+    slow: list[Any] = []
+    for b in batches:
+        keys, values, parts, offsets = (
+            b.column(c).to_pylist() for c in ("key", "value", "partition", "offset")
+        )
+        stamps = b.column("timestamp").cast(pa.int64()).to_pylist()  # µs
+        left = []
+        for i, (key, value) in enumerate(zip(keys, values, strict=True)):
+            compact = compact_product(key, value)
+            if compact is None:
+                left.append(i)
+                continue
+            pid, name = compact
+            good.append((pid, (parts[i], offsets[i], stamps[i] // 1000, name, name is None)))
+        if left:
+            slow.append(b.take(pa.array(left, pa.int64())))
+    bad: list[dl.DeadLetter] = []
+    if not slow:
+        return good, read, bad
+    # Anything but the compact form: Spark SQL's reading (the definition).
+    df = spark.createDataFrame(pa.Table.from_batches(slow), source_schema(False))
     columns = ("pid", "ts_ms", "name", "deleted", "error", "detail", *dl.SOURCE_COLUMNS)
     parsed = parse_referential(df).select(*columns).toArrow()
-    good, bad = [], []
     for r in parsed.drop_columns(["key", "value", "topic", "detail"]).to_pylist():
         if r["error"] is None:
             good.append(

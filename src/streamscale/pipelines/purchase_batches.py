@@ -119,16 +119,25 @@ def check_purchase(raw: bytes | None) -> tuple[int, str]:
 
 @dataclass
 class Enriched:
-    """What one task made of its purchases: output rows, dead letters and counts."""
+    """What one task made of its purchases: output rows, dead letters, counts, and the newest
+    purchase timestamp (ms) of each partition it read (the driver's fold point,
+    :mod:`.enrichment`)."""
 
     dead: list[DeadLetter] = field(default_factory=list)
     counts: dict[str, int] = field(
         default_factory=lambda: {"purchases": 0, "enriched": 0, "unknown": 0, "purchases_dlq": 0}
     )
+    newest: dict[int, int] = field(default_factory=dict)
 
     def count(self, name: str, n: int = 1) -> None:
         if n:
             self.counts[name] = self.counts.get(name, 0) + int(n)
+
+    def saw(self, partitions: Any, stamps_ms: Any) -> None:
+        """Note the newest timestamp of each partition among these rows (NumPy arrays)."""
+        for p in np.unique(partitions).tolist():
+            newest = int(stamps_ms[partitions == p].max())
+            self.newest[p] = max(newest, self.newest.get(p, newest))
 
 
 def _refuse(batch: pa.RecordBatch, i: int, exc: Refused, out: Enriched) -> None:
@@ -159,6 +168,8 @@ def enrich(
     columns); unusable ones are added to ``out.dead``."""
     n = batch.num_rows
     out.count("purchases", n)
+    stamps = pc.cast(batch.column("timestamp"), pa.int64()).to_numpy(zero_copy_only=False) // 1000
+    out.saw(batch.column("partition").to_numpy(zero_copy_only=False), stamps)
     values = batch.column("value")
     text = values.view(pa.string()) if pa.types.is_binary(values.type) else values
     matched = pc.extract_regex(text, PURCHASE_PATTERN)
@@ -194,10 +205,9 @@ def enrich(
     if versions:
         changed = np.flatnonzero(usable & np.isin(pids, np.fromiter(versions, np.int64)))
         if len(changed):
-            stamps = pc.cast(batch.column("timestamp"), pa.int64()).to_numpy(zero_copy_only=False)
             listed = names.to_pylist()
             for i in changed.tolist():
-                name = name_as_of(versions[int(pids[i])], int(stamps[i]) // 1000)
+                name = name_as_of(versions[int(pids[i])], int(stamps[i]))
                 if name is not False:
                     listed[i] = _UNKNOWN_JSON if name is None else json.dumps(name)
             names = pa.array(listed, pa.string())

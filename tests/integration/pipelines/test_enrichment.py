@@ -149,3 +149,59 @@ def sum_counts(pipeline: Enrichment) -> dict[str, int]:
         for key, value in counts.as_dict().items():
             totals[key] = totals.get(key, 0) + value
     return totals
+
+
+def as_of(
+    products: list[tuple[str, str | None, int, None]], pid: int, ts: int
+) -> str:  # the rule of enrichment.py, over every referential record
+    name = REF_UNKNOWN
+    for key, value, stamp, _ in products:
+        if int(key) == pid and stamp <= ts:
+            name = REF_UNKNOWN if value is None else json.loads(value)["name"]
+    return name
+
+
+def test_a_batch_limit_smaller_than_the_referential_changes_no_name(
+    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path
+) -> None:
+    """Batches of 40 purchases over a referential of 450 records (issue 14's bug: batches
+    cut the referential too, and purchases of the first batches missed products and renames
+    older than themselves), renames ahead of some purchases, then a restart that rebuilds
+    the table while a rename read in the first run is still ahead of every purchase."""
+    settings = settings.model_copy(update={"max_offsets_per_trigger": 40})
+    topics = EnrichmentTopics(
+        purchases=topic_factory(2, "achats"),
+        referential=topic_factory(2, "referentiel", {"cleanup.policy": "compact"}),
+        output=topic_factory(2, "enrichis"),
+        dlq=topic_factory(1, "dlq"),
+    )
+    products = [product(i, f"P{i}", T0) for i in range(1, 301)]
+    products += [product(i, f"P{i} v2", T0 + 100) for i in range(1, 101)]
+    products += [product(i, f"P{i} v3", T0 + 1_000) for i in range(1, 51)]
+    products += [product(250, "P250 late", T0 + 5_000), product(300, None, T0 + 1_500)]
+    produce(settings, topics.referential, products)
+    # Timestamps rise in produce order (so in each partition): 50 ms to 2,045 ms after T0.
+    purchases = [purchase(f"a{k}", k % 320 + 1, "1.00", T0 + 50 + 5 * k) for k in range(400)]
+    produce(settings, topics.purchases, purchases)
+
+    first = Enrichment(settings, str(checkpoint), topics)
+    query = run(spark, first)
+    batches = [p for p in query.recentProgress if p.numInputRows]
+    assert len(batches) >= 10  # the limit did cut the purchases
+    out = enriched(settings, topics.output)
+    expected = {tx: as_of(products, json.loads(v)["id"], ts) for tx, v, ts, _ in purchases}
+    got = {tx: record["name"] for tx, record in out.items()}
+    wrong = {tx: (got.get(tx), name) for tx, name in expected.items() if got.get(tx) != name}
+    assert not wrong, f"{len(wrong)} of {len(expected)} purchases misnamed: {wrong}"
+    assert {"P1", "P11 v2", "P1 v3", "P299", REF_UNKNOWN} <= set(got.values())
+    assert first.table.pending.keys() == {250}  # its rename is ahead of every purchase
+
+    # Restart: the rebuilt table keeps the rename of 250 pending, so a purchase older than it
+    # still gets the old name.
+    later = [purchase("b1", 250, "2.00", T0 + 3_000), purchase("b2", 250, "2.00", T0 + 6_000)]
+    produce(settings, topics.purchases, later)
+    second = Enrichment(settings, str(checkpoint), topics)
+    run(spark, second)
+    out = enriched(settings, topics.output)
+    assert (out["b1"]["name"], out["b2"]["name"]) == ("P250", "P250 late")
+    assert len(out) == 402

@@ -118,3 +118,21 @@ def test_per_topic_order_is_kept_whatever_the_mix(rows: list[tuple[str, bool, by
     for topic in ("a", "b"):
         sent = [(r[1], "headers" in r[3]) for r in producer.records if r[0] == topic]
         assert sent == [(v, h) for t, h, v in rows if t == topic]
+
+
+def test_a_worker_keeps_its_producer_until_a_write_fails() -> None:
+    """No broker is needed: librdkafka connects only when there is something to send."""
+    from streamscale.kafka.sink import reused_producer
+
+    conn = {"bootstrap.servers": "127.0.0.1:1"}
+    with reused_producer(conn) as (first, failures):
+        assert failures == []
+    with reused_producer(conn) as (again, failures):
+        assert again is first  # kept for the next task
+        with reused_producer(conn) as (concurrent, _):
+            assert concurrent is not first  # in use: a concurrent write makes its own
+        failures.append("t[0]: a failed delivery")
+    with reused_producer(conn) as (after_failure, failures):
+        assert after_failure is concurrent and failures == []  # the failed one was dropped
+    with reused_producer({**conn, "client.id": "other"}) as (other, _):
+        assert other is not after_failure  # another connection, another producer
