@@ -1,12 +1,6 @@
 """Session-scoped real components for integration tests: the embedded Apache Kafka broker (one
 node; three nodes where replication must be real), a SparkSession, and a factory of uniquely
-named topics. Everything started here is stopped by PID.
-
-``make test`` runs pytest on two workers (``-n 2 --dist loadgroup``). Each worker has its own
-session fixtures; the modules marked ``xdist_group("kafka3")`` (every test on the three-node
-cluster: its fault tests stop its nodes) run on one worker one after another, and so do those
-marked ``xdist_group("standalone")`` (scenarios on a standalone Spark cluster of two cores,
-timed against the autoscaler's control interval); the rest fill in on both."""
+named topics. Everything started here is stopped by PID."""
 
 from __future__ import annotations
 
@@ -19,6 +13,28 @@ import pytest
 
 from streamscale.kafka import broker as embedded
 from streamscale.settings import Settings
+
+STANDALONE_SCENARIOS = (
+    "tests/integration/test_demo.py",
+    "tests/integration/test_local_cluster.py",
+    "tests/integration/autoscale/test_attach.py",
+    "tests/integration/autoscale/test_actuator.py::test_actuator_scales_out_and_in",
+)
+"""Scenarios that start a standalone Spark cluster of two cores and time the autoscaler."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for ``pytest -n 2 --dist loadgroup`` (``make test``): each group runs on one
+    worker, one test after another, while the other worker takes the rest. ``kafka3``: every
+    test on the three-node cluster (one per worker, and its fault tests stop its nodes);
+    ``standalone``: the scenarios on a standalone Spark cluster. The two groups are most of
+    the suite's time, mostly waiting (timeouts, windows, restarts), so they overlap well."""
+    for item in items:
+        if "cluster3" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("kafka3"))
+        elif item.nodeid.startswith(STANDALONE_SCENARIOS):
+            item.add_marker(pytest.mark.xdist_group("standalone"))
 
 
 @pytest.fixture(scope="session")

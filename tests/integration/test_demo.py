@@ -22,7 +22,7 @@ import pytest
 
 from streamscale.processes import free_port
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("standalone")]
+pytestmark = pytest.mark.integration
 
 INTERVAL_S = 5.0
 WINDOW_S = 15.0

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from streamscale import cluster, processes
 from streamscale.cli.main import app
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("standalone")]
+pytestmark = pytest.mark.integration
 
 
 def _all_gone(pids: list[int], timeout_s: float = 10.0) -> list[int]:

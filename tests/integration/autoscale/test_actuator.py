@@ -119,7 +119,6 @@ def scenario(data_dir: Path) -> dict[str, Any]:
     return out
 
 
-@pytest.mark.xdist_group("standalone")
 def test_actuator_scales_out_and_in(tmp_path: Path) -> None:
     data_dir = tmp_path / "cluster"
     try:

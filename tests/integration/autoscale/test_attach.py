@@ -26,7 +26,7 @@ import pytest
 
 from streamscale import cluster
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("standalone")]
+pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 420  # about 2 min on an idle 2-core machine
 BACKLOG = 90_000

@@ -11,7 +11,7 @@ from scenarios import FaultResult, leader_killed, two_brokers_down
 
 from streamscale.kafka import broker as embedded
 
-pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.xdist_group("kafka3")]
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 
 def report(result: FaultResult) -> None:

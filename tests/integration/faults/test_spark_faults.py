@@ -17,7 +17,7 @@ from spark_scenarios import driver_kills, executor_faults
 from streamscale import cluster as standalone
 from streamscale.kafka import broker as embedded
 
-pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.xdist_group("kafka3")]
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from streamscale.kafka import broker as embedded
 from streamscale.kafka.client import producer_config
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kafka3")]
+pytestmark = pytest.mark.integration
 
 
 def test_status_json_lists_three_answering_nodes(cluster3: embedded.Broker) -> None:
