@@ -14,6 +14,7 @@ import pytest
 from streamscale.kafka import broker as embedded
 from streamscale.settings import Settings
 
+
 STANDALONE_SCENARIOS = (
     "tests/integration/test_demo.py",
     "tests/integration/test_local_cluster.py",
