@@ -20,7 +20,7 @@ integration:
 	$(BIN)/pytest -q tests/integration
 
 test: lint
-	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadgroup tests
+	$(BIN)/pytest -q -p no:cacheprovider tests
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -15,29 +15,6 @@ from streamscale.kafka import broker as embedded
 from streamscale.settings import Settings
 
 
-STANDALONE_SCENARIOS = (
-    "tests/integration/test_demo.py",
-    "tests/integration/test_local_cluster.py",
-    "tests/integration/autoscale/test_attach.py",
-    "tests/integration/autoscale/test_actuator.py::test_actuator_scales_out_and_in",
-)
-"""Scenarios that start a standalone Spark cluster of two cores and time the autoscaler."""
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Groups for ``pytest -n 2 --dist loadgroup`` (``make test``): each group runs on one
-    worker, one test after another, while the other worker takes the rest. ``kafka3``: every
-    test on the three-node cluster (one per worker, and its fault tests stop its nodes);
-    ``standalone``: the scenarios on a standalone Spark cluster. The two groups are most of
-    the suite's time, mostly waiting (timeouts, windows, restarts), so they overlap well."""
-    for item in items:
-        if "cluster3" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("kafka3"))
-        elif item.nodeid.startswith(STANDALONE_SCENARIOS):
-            item.add_marker(pytest.mark.xdist_group("standalone"))
-
-
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[embedded.Broker]:
     data_dir = tmp_path_factory.mktemp("broker")
