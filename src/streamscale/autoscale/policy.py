@@ -55,6 +55,18 @@ Shared rules, applied in this order (each yields one :class:`Reason`):
    rather than at the next observation. ``lag`` sizes on the lag itself, so only a window
    of observations without backlog shows that its count is no longer needed.
 
+``rate`` spends the latency budget on purpose, as the cheapest plan that keeps the objective
+does: a count that carries at least ``target_utilization`` of a steady input (the input
+outgrows it by no more than the sizing margin) may run though the backlog slowly grows. A
+scale-down goes to such a count (:func:`riding_count`) when, with it, the predicted time lag
+(a batch's cycle and a later scale-up's pause included) stays within ``SLO_MARGIN ×
+urgent_time_lag_s`` for a whole ``catch_up_s``; a running count short of the rate target is
+held (``hold_within_budget``) while a scale-up at the next decision would still keep that
+bound (:func:`_budget_holds`). Entered with a catch-up duration of budget and left with one
+decision's, a steady input does not flap; and a count whose budget ran out is not ridden again
+at that input (``PolicyState.outgrown``): a steady input rides once. A rising input, an
+unknown time lag and the urgent backlog spend nothing.
+
 One exception, the urgent backlog: when the time lag exceeds ``urgent_time_lag_s`` (default
 30 s, the latency objective), a scale-up after a scale-down is allowed inside the window and
 the warm-up (the scale-down was a mistake; waiting costs the objective), as
@@ -118,6 +130,7 @@ class Reason(StrEnum):
     HOLD_WARMING_UP = "hold_warming_up"
     HOLD_WITHIN_TOLERANCE = "hold_within_tolerance"
     HOLD_BACKLOG_DRAINING = "hold_backlog_draining"
+    HOLD_WITHIN_BUDGET = "hold_within_budget"
     HOLD_STABILIZING = "hold_stabilizing"
     HOLD_REVERSAL = "hold_reversal"
     HOLD_STEADY = "hold_steady"
@@ -174,6 +187,9 @@ class PolicyConfig:
     """A scale-up adds the fewest executors that keep the predicted time lag within
     ``SLO_MARGIN × urgent_time_lag_s`` over this horizon, when that is fewer than the rate
     target (0: always the rate target)."""
+    decision_interval_s: float = 10.0
+    """Seconds between two decisions (the controller's interval): a count held within the
+    latency budget must leave time for a scale-up at the next decision."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -200,6 +216,7 @@ class PolicyConfig:
             (self.warmup_batches >= 0, "warmup_batches must be >= 0"),
             (self.urgent_time_lag_s > 0, "urgent_time_lag_s must be > 0"),
             (self.slo_horizon_s >= 0, "slo_horizon_s must be >= 0"),
+            (self.decision_interval_s > 0, "decision_interval_s must be > 0"),
         ]
         for ok, message in checks:
             if not ok:
@@ -233,8 +250,13 @@ class Observation:
     """Executors requested and not yet running."""
     splits_per_partition: int = 1
     """Spark tasks per input partition (the ``minPartitions`` split)."""
+    trend_span_s: float = 10.0
+    """Seconds between the middles of the two input averages (half the difference of their
+    windows: the lag tracker's 30 s and 10 s give 10 s)."""
 
     def __post_init__(self) -> None:
+        if self.trend_span_s <= 0:
+            raise ValueError("trend_span_s must be > 0")
         if self.executors < 0 or self.pending_executors < 0:
             raise ValueError("executor counts must be >= 0")
         if self.partitions < 1 or self.splits_per_partition < 1:
@@ -246,6 +268,15 @@ class Observation:
         a step up counts at once and a step down only once both averages show it."""
         recent = self.recent_input_rate
         return self.input_rate if recent is None else max(self.input_rate, recent)
+
+    @property
+    def input_trend(self) -> float:
+        """Records/s by which the input rate rises each second, from the recent average's
+        lead over the long one (0 when it does not lead: a fall is not relied upon)."""
+        recent = self.recent_input_rate
+        if recent is None:
+            return 0.0
+        return max(0.0, recent - self.input_rate) / self.trend_span_s
 
     @property
     def total_lag(self) -> int:
@@ -273,6 +304,13 @@ class PolicyState:
     """Since when the executor set has not changed (None: since the query started)."""
     capacity: Capacity | None = None
     """The last capacity fitted on the batches (kept while later batches cannot be fitted)."""
+    ridden: int | None = None
+    """The count running on the latency budget: chosen by the last scale-down below the rate
+    target (:func:`riding_count`), or held short of it (``hold_within_budget``); None after
+    any other change."""
+    outgrown: tuple[int, float] | None = None
+    """A ridden count whose budget ran out, and the input rate then: it is not ridden again
+    while the input stays above that rate less the tolerance (a steady input rides once)."""
 
 
 @dataclass(frozen=True)
@@ -446,10 +484,19 @@ SLO_MARGIN = 0.8
 
 
 def predicted_peak_time_lag(
-    config: PolicyConfig, obs: Observation, capacity: Capacity, executors: int
+    config: PolicyConfig,
+    obs: Observation,
+    capacity: Capacity,
+    executors: int,
+    *,
+    horizon_s: float | None = None,
+    delay_s: float = 0.0,
+    rising: float = 0.0,
 ) -> float:
-    """Highest time lag over the next ``slo_horizon_s`` seconds if ``executors`` are asked for
-    now and the input goes on at ``obs.arrival_rate`` (requires ``capacity.known``).
+    """Highest time lag over the next ``horizon_s`` seconds (default ``slo_horizon_s``) if
+    ``executors`` are asked for in ``delay_s`` seconds and the input goes on at
+    ``obs.arrival_rate``, rising by ``rising`` records/s each second (requires
+    ``capacity.known``).
 
     Second by second: the current executors process at their saturated throughput until the
     new ones run (``scale_up_delay_s``), nothing is processed during the rescale pause, then
@@ -462,25 +509,132 @@ def predicted_peak_time_lag(
     lag = _time_lag(obs)
     before = _saturated(config, obs, capacity, current)
     after = _saturated(config, obs, capacity, executors)
-    switch = config.scale_up_delay_s if executors > current else 0.0
+    switch = delay_s + (config.scale_up_delay_s if executors > current else 0.0)
     pause = config.restart_pause_s if executors != current else 0.0
+    horizon = config.slo_horizon_s if horizon_s is None else horizon_s
     processed, peak = 0.0, lag
-    for second in range(1, math.ceil(config.slo_horizon_s) + 1):
+    for second in range(1, math.ceil(horizon) + 1):
         if second <= switch:
             rate = before
         elif second <= switch + pause:
             rate = 0.0
         else:
             rate = after
-        processed = min(processed + rate, backlog + arrival * second)
+        processed = min(processed + rate, backlog + arrival * second + rising * second**2 / 2)
         if processed < backlog:
             age = second + lag * (1 - processed / backlog)
-        elif arrival > 0:
-            age = second - (processed - backlog) / arrival
         else:
-            age = 0.0
+            age = second - _arrived_by(processed - backlog, arrival, rising)
         peak = max(peak, age)
     return peak
+
+
+def _arrived_by(records: float, arrival: float, rising: float) -> float:
+    """Seconds until ``records`` have arrived at ``arrival`` records/s rising by ``rising``
+    records/s each second (``inf``: never)."""
+    if rising > 0:
+        return (math.sqrt(arrival**2 + 2 * rising * records) - arrival) / rising
+    if arrival > 0:
+        return records / arrival
+    return 0.0 if records <= 0 else math.inf
+
+
+def batch_cycle_s(
+    config: PolicyConfig, obs: Observation, capacity: Capacity, executors: int
+) -> float:
+    """Seconds one micro-batch takes with ``executors`` at the current input (requires
+    ``capacity.known``): a record waits up to that long for its batch to end, on top of the
+    time lag a continuous model predicts. Saturated (the count carries less than the input),
+    a batch at the limit; else the steady cycle ``fixed / (1 − input / (n × rate))``."""
+    assert capacity.rate is not None and capacity.fixed_cost_s is not None
+    n = min(max(1, executors), usable_executors(config, obs))
+    fixed, arrival = capacity.fixed_cost_s, obs.arrival_rate
+    limit = config.max_records_per_trigger
+    if _saturated(config, obs, capacity, n) <= arrival:
+        if limit is None:
+            return math.inf
+        return max(config.trigger_interval_s, fixed + limit / (n * capacity.rate))
+    steady = fixed / (1 - arrival / (n * capacity.rate))
+    return max(config.trigger_interval_s, steady)
+
+
+def _budget(config: PolicyConfig) -> float:
+    """The time lag a smaller count may let the prediction reach: ``SLO_MARGIN`` of the
+    objective."""
+    return SLO_MARGIN * config.urgent_time_lag_s
+
+
+def _near_enough(
+    config: PolicyConfig, obs: Observation, capacity: Capacity, executors: int
+) -> bool:
+    """``executors`` carry at least ``target_utilization`` of the input when saturated, and the
+    input is not rising by more than that margin over ``slo_horizon_s``: a count the input
+    outgrows by no more than the sizing margin, now and soon."""
+    arrival = obs.arrival_rate
+    margin = (1 - config.target_utilization) * arrival
+    return (
+        arrival > 0
+        and obs.input_trend * config.slo_horizon_s <= margin
+        and _saturated(config, obs, capacity, executors) >= arrival - margin
+    )
+
+
+def riding_count(
+    config: PolicyConfig,
+    obs: Observation,
+    capacity: Capacity,
+    outgrown: tuple[int, float] | None = None,
+) -> int | None:
+    """The smallest count below the running one that the latency budget lets run for a
+    catch-up duration (``catch_up_s``), even if the input slightly outgrows it; or None.
+
+    Such a count carries at least ``target_utilization`` of the input (a deficit within the
+    sizing margin), and with it the predicted time lag, a batch's cycle included, stays
+    within ``SLO_MARGIN × urgent_time_lag_s`` over ``catch_up_s``: the objective is spent on
+    purpose, as the cheapest plan that keeps it would (the benchmark's oracle). Once it runs,
+    :func:`_budget_holds` keeps it only while a scale-up at the next decision still meets the
+    objective, so it is entered with a whole catch-up duration of budget and left with one
+    decision's — the hysteresis that keeps a steady input from flapping between two counts.
+    A count the input has ``outgrown`` (a ride whose budget ran out) is not ridden again
+    until the input falls below that ride's rate by more than the tolerance.
+    """
+    if obs.time_lag_s is None:  # a budget is spent only where the time lag is measured
+        return None
+    lo = max(1, config.min_executors)
+    if outgrown is not None and obs.arrival_rate >= outgrown[1] * (1 - config.tolerance):
+        lo = max(lo, outgrown[0] + 1)
+    for n in range(lo, obs.executors):
+        if not _near_enough(config, obs, capacity, n):
+            continue
+        peak = predicted_peak_time_lag(
+            config, obs, capacity, n, horizon_s=config.catch_up_s, rising=obs.input_trend
+        )
+        reserve = batch_cycle_s(config, obs, capacity, n) + config.restart_pause_s
+        if peak + reserve <= _budget(config):
+            return n
+        return None
+    return None
+
+
+def _budget_holds(config: PolicyConfig, obs: Observation, capacity: Capacity, wanted: int) -> bool:
+    """The running count, though short of the rate target, may stay: it carries at least
+    ``target_utilization`` of the input, and scaling up to ``wanted`` at the next decision
+    instead of now still keeps the predicted time lag (a batch's cycle included) within the
+    budget over ``slo_horizon_s`` after it."""
+    current = obs.executors
+    if obs.time_lag_s is None or not _near_enough(config, obs, capacity, current):
+        return False
+    delay = config.decision_interval_s
+    peak = predicted_peak_time_lag(
+        config,
+        obs,
+        capacity,
+        wanted,
+        horizon_s=config.slo_horizon_s + delay + config.scale_up_delay_s,
+        delay_s=delay,
+        rising=obs.input_trend,
+    )
+    return peak <= _budget(config)
 
 
 def _rate_target(
@@ -501,7 +655,7 @@ def _rate_target(
         return target
     if target <= current * (1 + config.tolerance):
         return target
-    budget = SLO_MARGIN * config.urgent_time_lag_s
+    budget = _budget(config)
     for executors in range(current + 1, math.ceil(target - 1e-9)):
         if predicted_peak_time_lag(config, obs, capacity, executors) <= budget:
             return float(executors)
@@ -590,9 +744,21 @@ def decide(
     def hold(reason: Reason, target: float | None = None) -> tuple[Decision, PolicyState]:
         return Decision(current, reason, current, target, capacity), state
 
-    def change(desired: int, reason: Reason, target: float | None) -> tuple[Decision, PolicyState]:
+    def change(
+        desired: int, reason: Reason, target: float | None, *, ridden: int | None = None
+    ) -> tuple[Decision, PolicyState]:
         direction = 1 if desired > current else -1
-        new_state = replace(state, last_change_s=now, last_direction=direction, stable_since_s=now)
+        outgrown = state.outgrown
+        if direction > 0 and state.ridden == current:  # the ride's budget ran out
+            outgrown = (current, obs.arrival_rate)
+        new_state = replace(
+            state,
+            last_change_s=now,
+            last_direction=direction,
+            stable_since_s=now,
+            ridden=ridden,
+            outgrown=outgrown,
+        )
         if config.kind is PolicyKind.RATE:  # the clock restarts at the change (see above)
             new_state = replace(new_state, clear_since_s=now)
         elif direction < 0:  # the executor set changes: the no-backlog clock restarts
@@ -638,14 +804,23 @@ def decide(
             return hold(Reason.HOLD_UNMEASURED_RATE)
         capacity = sizing
         target = _rate_target(config, obs, sizing, 0.0)
-    if current > 0 and abs(target / current - 1) <= config.tolerance:
+    riding = None
+    if sizing is not None and not backlog and current == obs.executors:
+        riding = riding_count(config, obs, sizing, state.outgrown)
+    if current > 0 and abs(target / current - 1) <= config.tolerance and riding is None:
         return hold(Reason.HOLD_WITHIN_TOLERANCE, target)
     if sizing is None:
         wanted: float = math.ceil(target - 1e-9)  # the HPA's rounding
     else:
         wanted = _rate_wanted(config, obs, sizing, up=target > current)
+        if riding is not None:
+            wanted = min(wanted, riding)
 
     if wanted > current:
+        up_to = int(min(wanted, hi))
+        if sizing is not None and not urgent and _budget_holds(config, obs, sizing, up_to):
+            state = replace(state, ridden=current)
+            return hold(Reason.HOLD_WITHIN_BUDGET, target)
         reason = Reason.SCALE_UP_BACKLOG if backlog else Reason.SCALE_UP_RATE
         if after_down:
             if not urgent:
@@ -675,6 +850,7 @@ def decide(
         desired = max(int(wanted), floor, lo)
         if desired >= current:
             return hold(Reason.HOLD_STEADY, target)
-        return change(desired, Reason.SCALE_DOWN_IDLE, target)
+        ridden = desired if desired == riding else None
+        return change(desired, Reason.SCALE_DOWN_IDLE, target, ridden=ridden)
 
     return hold(Reason.HOLD_STEADY, target)

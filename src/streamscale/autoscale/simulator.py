@@ -159,6 +159,7 @@ class ClusterModel:
             restart_pause_s=self.rescale_pause_s,
             trigger_interval_s=self.trigger_interval_s,
             max_records_per_trigger=self.max_records_per_trigger,
+            decision_interval_s=float(self.control_interval_s),
         )
 
 
@@ -369,6 +370,7 @@ class _Cluster:
             batches=tuple(self.batches[-model.batch_history :]),
             metrics_age_s=None if outage or not inputs else model.metrics_age_s,
             time_lag_s=self.time_lag,
+            trend_span_s=max(1.0, (window - model.recent_window_s) / 2),
         )
 
     def _arrived_at(self, when: float) -> float:

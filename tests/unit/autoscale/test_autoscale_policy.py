@@ -22,9 +22,11 @@ from streamscale.autoscale.policy import (
     PolicyKind,
     PolicyState,
     Reason,
+    batch_cycle_s,
     decide,
     has_backlog,
     predicted_peak_time_lag,
+    riding_count,
     upper_bound,
     urgent_backlog,
 )
@@ -684,6 +686,26 @@ def test_config_validation() -> None:
         Observation(now_s=0, executors=1, partitions=0)
     with pytest.raises(ValueError, match="executor counts"):
         Observation(now_s=0, executors=-1, partitions=1)
+    with pytest.raises(ValueError, match="decision_interval_s"):
+        PolicyConfig(decision_interval_s=0)
+    with pytest.raises(ValueError, match="trend_span_s"):
+        Observation(now_s=0, executors=1, partitions=1, trend_span_s=0)
+
+
+def test_the_controller_interval_reaches_the_policy() -> None:
+    from streamscale.autoscale import simulator
+    from streamscale.autoscale.runtime import AutoscaleOptions
+
+    assert AutoscaleOptions(interval_s=5.0).policy_config().decision_interval_s == 5.0
+    assert simulator.DEMO.policy_config().decision_interval_s == 5.0
+
+
+def test_input_trend() -> None:
+    """The recent (10 s) average's lead over the long (30 s) one, over the 10 s between their
+    middles; a fall counts as no trend."""
+    assert obs(input_rate=1000, recent_input_rate=1100).input_trend == pytest.approx(10.0)
+    assert obs(input_rate=1000, recent_input_rate=900).input_trend == 0.0
+    assert obs(input_rate=1000).input_trend == 0.0
 
 
 # --- properties ---------------------------------------------------------------------------
@@ -893,3 +915,109 @@ def test_more_executors_never_predict_a_higher_peak(
     peaks = [predicted_peak_time_lag(RATE, o, ONE_K, n) for n in range(executors + 1, 10)]
     assert all(a >= b - 1e-9 for a, b in itertools.pairwise(peaks))
     assert all(p >= time_lag - 1e-9 for p in peaks)
+
+
+# The latency budget: the generic scenario's cluster (1 000 records/s per executor, 0.5 s fixed
+# cost, 20 000-record batches): 5 executors carry 4 444 records/s, 1.2 % short of 4 500; one
+# carries 976, 2.4 % short of 1 000 but in 20.5 s batches.
+BUDGETED = PolicyConfig(min_executors=1, max_executors=8, max_records_per_trigger=20_000)
+HALF_S = Capacity(0.5, 1000.0, CapacityMethod.FIT, 6)
+
+
+def budget_obs(
+    executors: int, input_rate: float, time_lag: float | None, lag: int = 0, **more: Any
+) -> Observation:
+    """``input_rate`` steady (both averages), batches that fit :data:`HALF_S`."""
+    fields: dict[str, Any] = {
+        "recent_input_rate": input_rate,
+        "time_lag_s": time_lag,
+        "per_executor": None,
+        "batches": sized_batches(1000, executors, [1, 4, 1, 4, 1, 4], fixed=0.5),
+    }
+    fields.update(more)
+    return obs(executors=executors, input_rate=input_rate, lag=lag, **fields)
+
+
+@pytest.mark.parametrize(
+    ("name", "observation", "outgrown", "count"),
+    [
+        ("6 at 4 500/s, 4 s behind: 5 last the 300 s", budget_obs(6, 4500, 4.0), None, 5),
+        ("time lag unknown: no budget to spend", budget_obs(6, 4500, None), None, None),
+        (
+            "input rising 20/s a second: 5 soon fall further behind",
+            budget_obs(6, 4500, 4.0, recent_input_rate=4700),
+            None,
+            None,
+        ),
+        ("already 15 s behind: the budget lasts less", budget_obs(6, 4500, 15.0), None, None),
+        ("2 at 1 000/s: 1 runs 20.5 s batches", budget_obs(2, 1000, 1.0), None, None),
+        ("5 ran out at this input: not again", budget_obs(6, 4500, 4.0), (5, 4500.0), None),
+        ("5 ran out at 5 200/s: 4 500 is below", budget_obs(6, 4500, 4.0), (5, 5200.0), 5),
+        ("8 at 4 500/s: one count below the load is the one", budget_obs(8, 4500, 1.0), None, 5),
+        ("6 at 3 000/s: 4 carry it (3 636/s), no shorter", budget_obs(6, 3000, 1.0), None, 4),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_riding_count(
+    name: str, observation: Observation, outgrown: tuple[int, float] | None, count: int | None
+) -> None:
+    assert riding_count(BUDGETED, observation, HALF_S, outgrown) == count
+
+
+def test_batch_cycle() -> None:
+    o = budget_obs(5, 4500, 1.0)
+    assert batch_cycle_s(BUDGETED, o, HALF_S, 5) == pytest.approx(4.5)  # 20 000 at the limit
+    assert batch_cycle_s(BUDGETED, o, HALF_S, 6) == pytest.approx(2.0)  # 0.5 / (1 − 0.75)
+    assert batch_cycle_s(BUDGETED, budget_obs(2, 1000, 1.0), HALF_S, 1) == pytest.approx(20.5)
+
+
+def test_a_count_short_of_the_input_is_held_while_the_budget_lasts() -> None:
+    """5 executors at 4 500/s, 10 s behind: a scale-up at the next decision would still keep
+    the objective, so it holds; 20 s behind it would not: it scales up, and since that count
+    ran on the budget, it is remembered as outgrown at this input."""
+    state = replace(QUIET, capacity=HALF_S)
+    held, after = decide(BUDGETED, state, budget_obs(5, 4500, 10.0, lag=45_000))
+    assert (held.desired, held.reason) == (5, Reason.HOLD_WITHIN_BUDGET)
+    assert after.ridden == 5
+    up, later = decide(BUDGETED, after, budget_obs(5, 4500, 20.0, lag=90_000))
+    assert up.direction > 0 and up.reason is Reason.SCALE_UP_BACKLOG
+    assert later.outgrown == (5, 4500.0) and later.ridden is None
+    lag_policy = replace(BUDGETED, kind=PolicyKind.LAG)
+    assert decide(lag_policy, state, budget_obs(5, 4500, 10.0, lag=45_000))[0].reason is not (
+        Reason.HOLD_WITHIN_BUDGET
+    )
+
+
+def test_scale_down_rides_the_budget_once_per_input() -> None:
+    """6 at 4 500/s, a window without backlog: down to 5 (short by 1.2 %), remembered as
+    ridden; with 5 outgrown at this input it stays at 6."""
+    decision, after = decide(BUDGETED, replace(QUIET, capacity=HALF_S), budget_obs(6, 4500, 3.0))
+    assert (decision.desired, decision.reason) == (5, Reason.SCALE_DOWN_IDLE)
+    assert after.ridden == 5
+    remembered = replace(QUIET, capacity=HALF_S, outgrown=(5, 4500.0))
+    decision, _ = decide(BUDGETED, remembered, budget_obs(6, 4500, 3.0))
+    assert decision.desired == 6
+
+
+@given(
+    executors=st.integers(1, 8),
+    input_rate=st.floats(100, 9000),
+    recent=st.floats(0, 1.2),
+    time_lag=st.one_of(st.none(), st.floats(0, 60)),
+    lag=st.integers(0, 400_000),
+)
+def test_budget_is_spent_only_within_the_objective(
+    executors: int, input_rate: float, recent: float, time_lag: float | None, lag: int
+) -> None:
+    """A hold on the budget needs a measured time lag within it, and a steady-enough input;
+    a ridden count carries the input within the sizing margin and is below the running one."""
+    o = budget_obs(executors, input_rate, time_lag, lag, recent_input_rate=input_rate * recent)
+    decision, _ = decide(BUDGETED, replace(QUIET, capacity=HALF_S), o)
+    if decision.reason is Reason.HOLD_WITHIN_BUDGET:
+        assert time_lag is not None and time_lag <= 0.8 * BUDGETED.urgent_time_lag_s
+    count = riding_count(BUDGETED, o, HALF_S)
+    if count is not None:
+        assert 1 <= count < executors
+        assert time_lag is not None
+        carried = 20_000 / (0.5 + 20_000 / (min(count, 8) * 1000.0))
+        assert carried >= 0.95 * o.arrival_rate - 1e-6

@@ -167,6 +167,20 @@ def test_rate_policy_on_the_step_trace() -> None:
     assert all(d.fixed_cost_s == pytest.approx(0.5, abs=0.1) for d in fitted)
 
 
+@pytest.mark.parametrize("rate", [1900.0, 4500.0, 6100.0])
+def test_a_steady_input_just_above_a_count_rides_its_budget_once(rate: float) -> None:
+    """An hour at an input the smaller of two counts carries to within 5 %: the budget is
+    spent on the smaller count until a scale-up is due, then the count is remembered as
+    outgrown — at most two actions, no reversal, no SLO violation, fewer executor-seconds than
+    the larger count throughout."""
+    result = simulator.simulate(flat(rate, 3600), MODEL, RATE)
+    summary = result.summary
+    assert summary.actions <= 2
+    assert summary.reversals == 0
+    assert summary.slo_violation_s == 0
+    assert summary.executor_seconds < 3600 * max(d.desired for d in result.decisions)
+
+
 def test_demo_profile_a_burst_one_executor_cannot_absorb() -> None:
     """Three times the default burst: the drain at one executor would pass the 30 s bound,
     so one scale-out while the lag is there, one scale-in once it is gone, no reversal."""
