@@ -64,6 +64,8 @@ def scenario(data_dir: Path) -> dict[str, Any]:
             extra_conf={
                 **local.app_conf(2, executor_memory="512m"),
                 "spark.sql.warehouse.dir": str(data_dir / "warehouse"),
+                "spark.driver.extraJavaOptions": cluster.QUICK_JVM,
+                "spark.executor.extraJavaOptions": cluster.QUICK_JVM,
             },
         )
         out["session_start_s"] = time.monotonic() - t_start - out["cluster_start_s"]

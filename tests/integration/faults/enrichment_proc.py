@@ -248,11 +248,13 @@ def main() -> int:
         metrics_port=-1,
         delivery_timeout_ms=args.delivery_timeout_ms,
     )
-    extra: dict[str, str] = {}
-    if args.master.startswith("spark://"):
-        from streamscale.cluster import app_conf
+    from streamscale.cluster import QUICK_JVM, app_conf
 
-        extra = app_conf(args.master, args.max_executors, executor_memory="512m")
+    # A fault run lives for seconds: JVMs that start on less CPU (the same code).
+    extra = {"spark.driver.extraJavaOptions": QUICK_JVM}
+    if args.master.startswith("spark://"):
+        extra |= app_conf(args.master, args.max_executors, executor_memory="512m")
+        extra["spark.executor.extraJavaOptions"] = QUICK_JVM
     # The driver's quiet log (executors lost, tasks lost) next to the checkpoint.
     log_file = Path(args.checkpoint).parent / f"{args.prefix}-spark-driver.log"
     spark = session(settings, app_name="streamscale-faults", extra_conf=extra, log_file=log_file)
