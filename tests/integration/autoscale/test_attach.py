@@ -81,9 +81,6 @@ def scenario(bootstrap: str, topic: str, data_dir: Path) -> dict[str, Any]:
             "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
             "spark.sql.shuffle.partitions": "2",
             "spark.sql.warehouse.dir": str(data_dir / "warehouse"),
-            # A two-minute job: JVMs that start on less CPU (the same code).
-            "spark.driver.extraJavaOptions": cluster.QUICK_JVM,
-            "spark.executor.extraJavaOptions": cluster.QUICK_JVM,
         }
         for key, value in conf.items():
             builder = builder.config(key, value)

@@ -250,11 +250,11 @@ def main() -> int:
     )
     from streamscale.cluster import QUICK_JVM, app_conf
 
-    # A fault run lives for seconds: JVMs that start on less CPU (the same code).
+    # A fault run's driver lives for seconds: it starts on less CPU (the same code). Its
+    # executors keep the defaults: the executor faults aim at tasks they run.
     extra = {"spark.driver.extraJavaOptions": QUICK_JVM}
     if args.master.startswith("spark://"):
         extra |= app_conf(args.master, args.max_executors, executor_memory="512m")
-        extra["spark.executor.extraJavaOptions"] = QUICK_JVM
     # The driver's quiet log (executors lost, tasks lost) next to the checkpoint.
     log_file = Path(args.checkpoint).parent / f"{args.prefix}-spark-driver.log"
     spark = session(settings, app_name="streamscale-faults", extra_conf=extra, log_file=log_file)
