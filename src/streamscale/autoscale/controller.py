@@ -246,6 +246,8 @@ class Controller:
     def __post_init__(self) -> None:
         if self.interval_s <= 0:
             raise ValueError("interval_s must be > 0")
+        # The policy's next decision comes one interval later: it holds a count on that.
+        self.config = replace(self.config, decision_interval_s=self.interval_s)
         self.state = PolicyState()
         self.target: int | None = None
         self.requested_at: float | None = None

@@ -603,24 +603,24 @@ def riding_count(
     lo = max(1, config.min_executors)
     if outgrown is not None and obs.arrival_rate >= outgrown[1] * (1 - config.tolerance):
         lo = max(lo, outgrown[0] + 1)
-    for n in range(lo, obs.executors):
-        if not _near_enough(config, obs, capacity, n):
-            continue
-        peak = predicted_peak_time_lag(
-            config, obs, capacity, n, horizon_s=config.catch_up_s, rising=obs.input_trend
-        )
-        reserve = batch_cycle_s(config, obs, capacity, n) + config.restart_pause_s
-        if peak + reserve <= _budget(config):
-            return n
+    # More executors carry more: the first count near enough is the only candidate.
+    near = (n for n in range(lo, obs.executors) if _near_enough(config, obs, capacity, n))
+    n = next(near, None)
+    if n is None:
         return None
-    return None
+    peak = predicted_peak_time_lag(
+        config, obs, capacity, n, horizon_s=config.catch_up_s, rising=obs.input_trend
+    )
+    reserve = batch_cycle_s(config, obs, capacity, n) + config.restart_pause_s
+    return n if peak + reserve <= _budget(config) else None
 
 
 def _budget_holds(config: PolicyConfig, obs: Observation, capacity: Capacity, wanted: int) -> bool:
     """The running count, though short of the rate target, may stay: it carries at least
     ``target_utilization`` of the input, and scaling up to ``wanted`` at the next decision
-    instead of now still keeps the predicted time lag (a batch's cycle included) within the
-    budget over ``slo_horizon_s`` after it."""
+    instead of now still keeps the predicted time lag within the budget over
+    ``slo_horizon_s`` after it. (The observed time lag already holds the running count's
+    batch cycle: unlike :func:`riding_count`, no cycle is added.)"""
     current = obs.executors
     if obs.time_lag_s is None or not _near_enough(config, obs, capacity, current):
         return False
@@ -817,8 +817,11 @@ def decide(
             wanted = min(wanted, riding)
 
     if wanted > current:
-        up_to = int(min(wanted, hi))
-        if sizing is not None and not urgent and _budget_holds(config, obs, sizing, up_to):
+        if (
+            sizing is not None
+            and not urgent
+            and _budget_holds(config, obs, sizing, int(min(wanted, hi)))
+        ):
             state = replace(state, ridden=current)
             return hold(Reason.HOLD_WITHIN_BUDGET, target)
         reason = Reason.SCALE_UP_BACKLOG if backlog else Reason.SCALE_UP_RATE

@@ -61,7 +61,6 @@ class AutoscaleOptions:
             lag_threshold=self.lag_threshold,
             trigger_interval_s=trigger_interval_s,
             max_records_per_trigger=max_records_per_trigger,
-            decision_interval_s=self.interval_s,
         )
 
 

@@ -694,9 +694,12 @@ def test_config_validation() -> None:
 
 def test_the_controller_interval_reaches_the_policy() -> None:
     from streamscale.autoscale import simulator
-    from streamscale.autoscale.runtime import AutoscaleOptions
+    from streamscale.autoscale.actuator import FakeActuator
+    from streamscale.autoscale.controller import Controller
+    from streamscale.lag.model import LagTracker
 
-    assert AutoscaleOptions(interval_s=5.0).policy_config().decision_interval_s == 5.0
+    controller = Controller("q", LagTracker(), FakeActuator(), PolicyConfig(), interval_s=5.0)
+    assert controller.config.decision_interval_s == 5.0
     assert simulator.DEMO.policy_config().decision_interval_s == 5.0
 
 
