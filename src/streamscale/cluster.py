@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streamscale import processes
+from streamscale import class_archives, processes
 
 HOST = "127.0.0.1"
 DEFAULT_DATA_DIR = Path(".streamscale/cluster")
@@ -104,7 +104,8 @@ def daemon_env(data_dir: Path, spark_home: Path) -> dict[str, str]:
     """Environment of the Master and Workers: loopback only, logs and work dirs in ``data_dir``.
 
     Executors inherit the Worker's environment, so they bind to 127.0.0.1 too (not its JVM
-    options: the daemons start with :data:`QUICK_JVM`, executors with the application's).
+    options: the daemons start with :data:`QUICK_JVM` and the Spark class archive, executors
+    with the application's).
     The Master's REST submission server (on by default in Spark 4, fixed port 6066) is turned
     off: it is not used and would make two local clusters contend for that port.
     """
@@ -115,7 +116,9 @@ def daemon_env(data_dir: Path, spark_home: Path) -> dict[str, str]:
         "SPARK_LOG_DIR": str(data_dir.resolve() / "logs"),
         "SPARK_WORKER_DIR": str(data_dir.resolve() / "work"),
         "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
-        "SPARK_DAEMON_JAVA_OPTS": QUICK_JVM,
+        "SPARK_DAEMON_JAVA_OPTS": " ".join(
+            [QUICK_JVM, *class_archives.use_options(class_archives.SPARK)]
+        ),
         "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
         "PYSPARK_PYTHON": sys.executable,
     }

@@ -401,6 +401,8 @@ def _experiment(
 
     first_processed: float | None = None
     tasks: dict[str, int] = {}
+    reader = TopicReader(admin, options.partitions)
+    reference = Reference(lambda: _reference(options, settings, reader))
     actuator = SparkActuator(spark)
     view = report.LiveView(console, start_epoch=began)
     deadline = began + options.duration_s
@@ -424,6 +426,8 @@ def _experiment(
                 tasks[executor.id] = max(tasks.get(executor.id, 0), executor.total_tasks)
             point = report.point_from_snapshot(snap, now - began, target, running, max_age_s=30)
             points.append(point)
+            if state.done.is_set() and point.total_lag == 0:
+                reference.start()  # the input is complete and the pipeline has caught up
             view.update(point, decisions)
             time.sleep(max(0.0, 1.0 - (time.time() - now)))
     stop_load.set()
@@ -434,8 +438,7 @@ def _experiment(
         snap = monitor.tracker.snapshot(pipeline.name, time.time())
         return None if snap is None or snap.age_s > 10 else snap.total_lag
 
-    reader = TopicReader(admin, options.partitions)
-    outputs, expected = _reference(options, settings, reader)
+    outputs, expected = reference.result()
     _await_output(admin, outputs, len(expected), options.partitions, lag)
     controller.stop()
     return Outcome(
@@ -564,6 +567,39 @@ def _close_sessions(options: DemoOptions, settings: Settings, state: GeneratorSt
     producer.produce("GAME-FRAME-RS", value, key, timestamp=ts)
     if producer.flush(30):
         raise DemoError("could not deliver the session-closing frame")
+
+
+class Reference:
+    """The reference output, computed once: in a thread from :meth:`start` (called once the
+    input is complete and the pipeline has caught up, so that it takes the CPU the wait for
+    the scale-in leaves idle rather than the drain's), or at :meth:`result` if never started."""
+
+    def __init__(self, compute: Callable[[], tuple[list[str], Any]]) -> None:
+        self._compute = compute
+        self._thread: threading.Thread | None = None
+        self._value: tuple[list[str], Any] | None = None
+        self._error: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            self._value = self._compute()
+        except BaseException as exc:
+            self._error = exc
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="reference", daemon=True)
+            self._thread.start()
+
+    def result(self) -> tuple[list[str], Any]:
+        if self._thread is None:
+            self._run()
+        else:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
 
 
 class TopicReader:

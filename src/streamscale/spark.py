@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from streamscale import class_archives
 from streamscale.settings import Settings
 
 if TYPE_CHECKING:
@@ -128,8 +129,12 @@ def session(
     conf["spark.driver.extraJavaOptions"] = driver_opts
     if _on_this_machine(settings.spark_master):
         # A local or loopback cluster: the driver listens on loopback only, never on the
-        # machine's other addresses.
+        # machine's other addresses; its JVMs (driver, executors) can map the class archive
+        # `make setup` recorded here.
         conf = {"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK, **conf}
+        archive = class_archives.use_options(class_archives.SPARK)
+        for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+            conf[key] = " ".join([*archive, conf.get(key, "")]).strip()
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -92,16 +92,17 @@ def expected_sessions(
         if header.machine not in excluded:
             by_machine[header.machine].append((header.ts, body))
     out: dict[SessionKey, SessionFigures] = {}
+    impacts: dict[str, int | None] = {}  # a hit string recurs: decode each one once
     for machine, items in by_machine.items():
         items.sort(key=lambda item: item[0])
         session: list[tuple[int, codec.FrameBody]] = []
         for ts, body in items:
             if session and ts >= session[-1][0] + gap_ms:
-                out[_key(machine, session, gap_ms)] = _figures(session)
+                out[_key(machine, session, gap_ms)] = _figures(session, impacts)
                 session = []
             session.append((ts, body))
         if session:
-            out[_key(machine, session, gap_ms)] = _figures(session)
+            out[_key(machine, session, gap_ms)] = _figures(session, impacts)
     return out
 
 
@@ -109,21 +110,28 @@ def _key(machine: str, session: list[tuple[int, codec.FrameBody]], gap_ms: int) 
     return (machine, session[0][0], session[-1][0] + gap_ms)
 
 
-def _figures(session: list[tuple[int, codec.FrameBody]]) -> SessionFigures:
+def _figures(
+    session: list[tuple[int, codec.FrameBody]], impacts: dict[str, int | None]
+) -> SessionFigures:
     """Every approved frame counts (as in the pipeline, even one whose hits are all
-    undecodable: it still extends its session); each decodable hit counts."""
+    undecodable: it still extends its session); each decodable hit counts. ``impacts`` holds
+    the impact of each hit string decoded so far (None: undecodable)."""
     frames = hits = impact = 0
     for _, body in session:
-        decoded = [hit for hit in map(_decoded, body.hits) if hit is not None]
         frames += 1
-        hits += len(decoded)
-        impact += sum(h.impact for h in decoded)
+        for hit in body.hits:
+            if hit not in impacts:
+                impacts[hit] = _impact(hit)
+            value = impacts[hit]
+            if value is not None:
+                hits += 1
+                impact += value
     return SessionFigures(frames, hits, impact)
 
 
-def _decoded(hit: str) -> codec.Hit | None:
+def _impact(hit: str) -> int | None:
     try:
-        return codec.decode_hit(hit)
+        return codec.decode_hit(hit).impact
     except codec.HitDecodeError:
         return None
 

@@ -28,6 +28,7 @@ def cluster3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[embedded.Brok
     data_dir = tmp_path_factory.mktemp("cluster3")
     with embedded.embedded_broker(data_dir, nodes=3) as running:
         yield running
+        embedded.stop(data_dir, grace_s=0)  # its data is thrown away: no controlled shutdown
 
 
 @pytest.fixture(scope="session")

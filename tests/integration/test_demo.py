@@ -25,7 +25,7 @@ from streamscale.processes import free_port
 pytestmark = pytest.mark.integration
 
 INTERVAL_S = 5.0
-WINDOW_S = 15.0
+WINDOW_S = 10.0
 DURATION_S = 80
 """Load for 80 s: 12 s steady, the burst, 24 s steady (then the run settles)."""
 BURST = 300_000

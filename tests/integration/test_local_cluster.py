@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from streamscale import cluster, processes
+from streamscale import class_archives, cluster, processes
 from streamscale.cli.main import app
 
 pytestmark = pytest.mark.integration
@@ -41,6 +41,10 @@ def test_two_workers_start_report_and_stop(tmp_path: Path) -> None:
         assert (status.cores, status.memory_mb, status.apps) == (2, 2048, ())
         assert all(w.webui.startswith("http://127.0.0.1:") for w in status.workers)
         assert cluster.status(data_dir) == status
+        archive = str(class_archives.archive_path(class_archives.SPARK))
+        for pid in (local.master_pid, *local.worker_pids):  # they start on the class archive
+            with open(f"/proc/{pid}/maps") as maps:
+                assert any(line.rstrip().endswith(archive) for line in maps), pid
 
         with pytest.raises(cluster.ClusterError, match="already running"):
             cluster.start(data_dir=data_dir)

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from streamscale import jars, processes
+from streamscale import class_archives, jars, processes
 
 DEFAULT_DATA_DIR = Path(".streamscale/broker")
 LAYOUT = "cluster.json"
@@ -270,13 +270,14 @@ def _format(data_dir: Path, layout: Layout) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / "log4j2.properties").write_text(LOG4J2)
     cp = jars.classpath(jars.BROKER)
+    archive = class_archives.use_options(class_archives.KAFKA)
     running = []
     for spec in layout.nodes:
         folder = node_dir(data_dir, spec.node_id)
         folder.mkdir(parents=True, exist_ok=True)
         props = folder / "server.properties"
         props.write_text(server_properties(layout, spec.node_id, folder / "data"))
-        argv = [jars.java(), "-Xmx256m", *_log_opts(data_dir), "-cp", cp, STORAGE_TOOL]
+        argv = [jars.java(), "-Xmx256m", *_log_opts(data_dir), *archive, "-cp", cp, STORAGE_TOOL]
         argv += ["format", "-t", layout.cluster_id, "-c", str(props)]
         running.append(
             subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -292,14 +293,20 @@ def _log_opts(data_dir: Path) -> list[str]:
     return [f"-Dlog4j2.configurationFile={(data_dir / 'log4j2.properties').resolve()}"]
 
 
-def node_argv(data_dir: Path, node_id: int, heap: str = HEAP) -> list[str]:
-    """The command line of one node, as ``kafka-server-start.sh`` builds it."""
+def node_argv(
+    data_dir: Path, node_id: int, heap: str = HEAP, java_options: Sequence[str] | None = None
+) -> list[str]:
+    """The command line of one node, as ``kafka-server-start.sh`` builds it; ``java_options``
+    default to mapping the Kafka class archive (:mod:`streamscale.class_archives`)."""
     props = node_dir(data_dir, node_id) / "server.properties"
+    if java_options is None:
+        java_options = class_archives.use_options(class_archives.KAFKA)
     return [
         jars.java(),
         f"-Xms{heap}",
         f"-Xmx{heap}",
         *JVM_OPTS,
+        *java_options,
         *_log_opts(data_dir),
         "-cp",
         jars.classpath(jars.BROKER),
@@ -308,7 +315,9 @@ def node_argv(data_dir: Path, node_id: int, heap: str = HEAP) -> list[str]:
     ]
 
 
-def _launch(data_dir: Path, spec: NodeSpec, heap: str) -> processes.ManagedProcess:
+def _launch(
+    data_dir: Path, spec: NodeSpec, heap: str, java_options: Sequence[str] | None = None
+) -> processes.ManagedProcess:
     if processes.port_in_use(spec.port) or processes.port_in_use(spec.controller_port):
         raise BrokerError(
             f"port {spec.port} or {spec.controller_port} on {HOST} (node {spec.node_id}) is "
@@ -322,7 +331,7 @@ def _launch(data_dir: Path, spec: NodeSpec, heap: str) -> processes.ManagedProce
     try:
         return processes.start(
             node_name(spec.node_id),
-            node_argv(data_dir, spec.node_id, heap),
+            node_argv(data_dir, spec.node_id, heap, java_options),
             data_dir,
             info={"node_id": spec.node_id, "port": spec.port},
         )
@@ -356,6 +365,7 @@ def start(
     nodes: int = 1,
     heap: str = HEAP,
     ready_timeout_s: float = READY_TIMEOUT_S,
+    java_options: Sequence[str] | None = None,
 ) -> Broker:
     """Start a cluster of ``nodes`` (1 or 3) Kafka nodes on 127.0.0.1 and wait until every
     node is registered; return it. Data in ``data_dir`` is formatted once and kept: a second
@@ -388,7 +398,7 @@ def start(
             )
     try:
         for spec in layout.nodes:
-            _launch(data_dir, spec, heap)
+            _launch(data_dir, spec, heap, java_options)
         _wait_ready(data_dir, layout, len(layout.nodes), ready_timeout_s)
     except BrokerError:
         stop(data_dir)
@@ -491,6 +501,7 @@ def run_tool(main_class: str, args: Sequence[str], *, timeout_s: float = 120.0) 
         config = Path(tmp) / "log4j2.properties"
         config.write_text(TOOL_LOG4J2)
         argv = [jars.java(), "-Xmx256m", f"-Dlog4j2.configurationFile={config}"]
+        argv += class_archives.use_options(class_archives.KAFKA)
         argv += ["-cp", jars.classpath(jars.BROKER), main_class, *args]
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)

@@ -337,7 +337,11 @@ class GroupCommitter(StreamingQueryListener):  # type: ignore[misc]
         return True
 
     def close(self, timeout_s: float = 10.0) -> None:
-        """Commit what is queued (within ``timeout_s``), stop the worker, close the clients."""
+        """Commit what is queued (within ``timeout_s``), stop the worker, close the clients.
+
+        That wait is the committer's only one: the flush at exit skips it afterwards, so a
+        process whose brokers are gone ends ``timeout_s`` after its query, not twice that."""
+        _live.discard(self)
         with self._cond:
             self._closed = True
             self._cond.notify_all()

@@ -164,7 +164,7 @@ def test_lost_broker_raises_delivery_error(tmp_path: Path, timestamped: bool) ->
         def records() -> Iterator[Record]:
             for i in range(2000):
                 if i == 1000:
-                    embedded.stop(data_dir)  # the broker goes away mid-run
+                    embedded.stop(data_dir, grace_s=0)  # the broker dies mid-run (SIGKILL)
                 yield ("lost", str(i), "v", 1_767_225_600_000 + i if timestamped else 0, True)
 
         with pytest.raises(DeliveryError, match=r"not delivered|unacknowledged"):

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamscale.autoscale.policy import (
@@ -788,6 +788,7 @@ def test_never_down_with_backlog(config: PolicyConfig, state: PolicyState, o: Ob
         assert decision.desired >= decision.current
 
 
+@settings(max_examples=50)  # each example is a run of up to 40 decisions
 @given(configs(), st.data())
 def test_no_reversal_inside_the_window(config: PolicyConfig, data: st.DataObject) -> None:
     """Over a random run where the cluster follows every decision, two consecutive changes of

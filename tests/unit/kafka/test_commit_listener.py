@@ -16,6 +16,7 @@ from typing import Any
 
 from pyspark.sql.streaming.listener import QueryProgressEvent
 
+from streamscale.kafka import commits
 from streamscale.kafka.commits import GroupCommitter
 from streamscale.kafka.offsets import TopicPartition
 
@@ -177,3 +178,21 @@ def test_clients_of_finished_queries_are_closed() -> None:
         time.sleep(0.01)
     assert admins[0].closed
     committer.close()
+
+
+def test_a_closed_committer_is_not_waited_for_again_at_exit() -> None:
+    """Brokers gone: ``close`` waits its bound once; the flush at exit does not wait again."""
+    release = threading.Event()
+    committer, _, admins = _committer()
+    commits._live.add(committer)
+    committer.onQueryProgress(_event(CONNECTOR[0]))
+    deadline = time.monotonic() + 10
+    while not admins and time.monotonic() < deadline:
+        time.sleep(0.01)
+    admins[0].commit = lambda group, offsets: release.wait(10)  # type: ignore[method-assign]
+    committer.onQueryProgress(_event(CONNECTOR[1]))
+    began = time.monotonic()
+    committer.close(timeout_s=0.2)
+    commits._flush_at_exit()
+    assert time.monotonic() - began < 2
+    release.set()
