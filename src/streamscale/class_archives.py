@@ -161,7 +161,7 @@ def main(argv: Sequence[str] = ()) -> int:
         print(f"setup: recording the {name} class archive (once per set of jars)", flush=True)
         try:
             path = record(name)
-        except (ArchiveError, OSError, subprocess.SubprocessError) as exc:
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:  # a broker error too
             # Only slower without it: the set-up goes on.
             print(f"setup: no {name} class archive ({exc}); its JVMs start without", flush=True)
             continue

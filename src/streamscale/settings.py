@@ -222,6 +222,12 @@ class Settings(BaseSettings):
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
+            # A Kafka partition's task prefers the executor that holds its cached consumer;
+            # when that executor is busy, or gone (an executor removed while it registered
+            # leaves its block manager behind), Spark's default waits 3 s before running the
+            # task elsewhere, in every micro-batch. Measured: 20,000-record batches of the
+            # demo took 4-6 s instead of about 1 s. A task that moves only reopens a consumer.
+            "spark.locality.wait": "0s",
         }
         if self.state_store == "rocksdb":
             conf["spark.sql.streaming.stateStore.providerClass"] = (

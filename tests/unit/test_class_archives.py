@@ -87,3 +87,21 @@ def test_a_workload_that_writes_nothing_is_a_clear_error(
     with pytest.raises(class_archives.ArchiveError, match="wrote no class archive"):
         class_archives.record(class_archives.KAFKA, lambda option: None)
     assert not class_archives.is_current(class_archives.KAFKA, "17.0.15")
+
+
+def test_setup_goes_on_without_an_archive_it_cannot_record(
+    lib: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only slower without one: a failed recording is one line, and the set-up carries on."""
+    monkeypatch.setattr(class_archives, "java_version", lambda: "17.0.15")
+
+    def port_taken(option: str) -> None:
+        raise RuntimeError("port 9092 on 127.0.0.1 is taken")
+
+    monkeypatch.setattr(class_archives, "NAMES", (class_archives.KAFKA,))
+    monkeypatch.setitem(class_archives.WORKLOADS, class_archives.KAFKA, port_taken)
+    assert class_archives.main([]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == (
+        "setup: no kafka class archive (port 9092 on 127.0.0.1 is taken); its JVMs start without"
+    )

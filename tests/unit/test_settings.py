@@ -207,3 +207,8 @@ def test_kafka_source_auto_is_the_pipeline_default(
 def test_kafka_source_refuses_an_unknown_reader() -> None:
     with pytest.raises(ValidationError, match="'auto', 'kafka' or 'streamscale-kafka'"):
         Settings(kafka_source="spark")  # type: ignore[arg-type]
+
+
+def test_tasks_do_not_wait_for_their_preferred_executor() -> None:
+    """A Kafka partition's preferred executor (its cached consumer) may be busy or gone."""
+    assert Settings().spark_conf()["spark.locality.wait"] == "0s"
