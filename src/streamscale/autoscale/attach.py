@@ -19,6 +19,8 @@ dynamic allocation off; ``spark.cores.max`` (standalone) bounds what it can be g
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,10 @@ from streamscale.autoscale.controller import Controller, DecisionRecord
 from streamscale.autoscale.policy import PolicyKind
 from streamscale.autoscale.runtime import AutoscaleOptions, start_autoscaler
 from streamscale.settings import Settings
+
+log = logging.getLogger(__name__)
+
+LOCALITY_WAIT = "spark.locality.wait"
 
 if TYPE_CHECKING:
     from streamscale.kafka.commits import GroupCommitter
@@ -67,6 +73,11 @@ class Autoscaler:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def waits_for_locality(value: str) -> bool:
+    """Whether a ``spark.locality.wait`` value (``3s``, ``500ms``, ``0``...) is above zero."""
+    return re.fullmatch(r"\s*0*(\.0*)?\s*[a-z]*\s*", value.lower()) is None
 
 
 def attach(
@@ -111,6 +122,17 @@ def attach(
         decision_log=None if decision_log is None else Path(decision_log),
     )
     settings = settings or Settings()
+    wait = spark.sparkContext.getConf().get(LOCALITY_WAIT, "3s")
+    if waits_for_locality(wait):
+        # Read once, when the SparkContext starts: attach cannot change it.
+        log.warning(
+            "%s is %s: as executors come and go, Kafka tasks wait that long in every "
+            "micro-batch for an executor that is busy or gone; build the session with "
+            "%s=0s (streamscale.spark.session does)",
+            LOCALITY_WAIT,
+            wait,
+            LOCALITY_WAIT,
+        )
     from streamscale.kafka.commits import commit_offsets as register_commits
     from streamscale.kafka.commits import group_committer
     from streamscale.lag import start_monitor

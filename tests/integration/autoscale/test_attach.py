@@ -80,6 +80,8 @@ def scenario(bootstrap: str, topic: str, data_dir: Path) -> dict[str, Any]:
             # The executors' Python is this venv's (it has pandas), as in a user's spark-env.
             "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
             "spark.sql.shuffle.partitions": "2",
+            # As the README advises for an autoscaled session (attach warns otherwise).
+            "spark.locality.wait": "0s",
             "spark.sql.warehouse.dir": str(data_dir / "warehouse"),
         }
         for key, value in conf.items():
