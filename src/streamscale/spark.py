@@ -134,7 +134,9 @@ def session(
         conf = {"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK, **conf}
         archive = class_archives.use_options(class_archives.SPARK)
         for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
-            conf[key] = " ".join([*archive, conf.get(key, "")]).strip()
+            options = " ".join([*archive, conf.get(key, "")]).strip()
+            if options:
+                conf[key] = options
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

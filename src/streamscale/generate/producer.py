@@ -78,25 +78,42 @@ class _Failures:
             self.first = f"{err.str()} (topic {msg.topic()})"
 
 
+UNKNOWN_TOPIC_GRACE_S = 3.0
+"""How long a topic missing from the metadata is asked for again: a broker learns a new topic
+(or, just restarted, the cluster's topics) a moment after the controller has created it."""
+
+
 def check_topics(
-    producer: Producer, topics: Sequence[str], bootstrap: str, timeout_s: float
+    producer: Producer,
+    topics: Sequence[str],
+    bootstrap: str,
+    timeout_s: float,
+    grace_s: float = UNKNOWN_TOPIC_GRACE_S,
 ) -> None:
     """Raise :class:`GenerateError` unless the broker answers and every topic exists."""
-    try:
-        metadata = producer.list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        err = exc.args[0] if exc.args else exc
-        detail = err.str() if isinstance(err, KafkaError) else str(err)
-        raise GenerateError(
-            f"cannot reach Kafka at {bootstrap} within {timeout_s:g} s ({detail})"
-        ) from None
-    for topic in topics:
-        found = metadata.topics.get(topic)
-        if found is None or found.error is not None:
+    deadline = time.monotonic() + grace_s
+    while True:
+        try:
+            metadata = producer.list_topics(timeout=timeout_s)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else exc
+            detail = err.str() if isinstance(err, KafkaError) else str(err)
             raise GenerateError(
-                f"topic {topic!r} does not exist on {bootstrap}: "
+                f"cannot reach Kafka at {bootstrap} within {timeout_s:g} s ({detail})"
+            ) from None
+        missing = [
+            topic
+            for topic in topics
+            if (found := metadata.topics.get(topic)) is None or found.error is not None
+        ]
+        if not missing:
+            return
+        if time.monotonic() >= deadline:
+            raise GenerateError(
+                f"topic {missing[0]!r} does not exist on {bootstrap}: "
                 "create it first (streamscale topics apply)"
             )
+        time.sleep(0.2)
 
 
 def _progress(enabled: bool | None, label: str, total: int) -> tuple[Progress | None, TaskID]:
