@@ -51,10 +51,10 @@ def use_options(name: str) -> list[str]:
 
 
 def spark_jars() -> list[Path]:
-    """The jars of the class path every Spark JVM here runs with (pyspark's own)."""
-    import pyspark
+    """The jars of the class path every Spark JVM here runs with (its SPARK_HOME's)."""
+    from streamscale.cluster import spark_home
 
-    return sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    return sorted((spark_home() / "jars").glob("*.jar"))
 
 
 def class_path_jars(name: str) -> list[Path]:
@@ -87,10 +87,13 @@ def is_current(name: str, version: str) -> bool:
     )
 
 
-def record(name: str, workload: Callable[[str], None] | None = None) -> Path:
+def record(
+    name: str, workload: Callable[[str], None] | None = None, version: str | None = None
+) -> Path:
     """Record the archive ``name``: run its workload with ``-XX:ArchiveClassesAtExit`` (the
-    JVM writes the archive as it exits), then put it in place with its stamp."""
-    version = java_version()
+    JVM writes the archive as it exits), then put it in place with its stamp (``version``:
+    the JDK's, asked of it when not given)."""
+    version = version if version is not None else java_version()
     archive_dir().mkdir(parents=True, exist_ok=True)
     final = archive_path(name)
     partial = final.with_suffix(".partial.jsa")
@@ -160,7 +163,7 @@ def main(argv: Sequence[str] = ()) -> int:
         began = time.monotonic()
         print(f"setup: recording the {name} class archive (once per set of jars)", flush=True)
         try:
-            path = record(name)
+            path = record(name, version=version)
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:  # a broker error too
             # Only slower without it: the set-up goes on.
             print(f"setup: no {name} class archive ({exc}); its JVMs start without", flush=True)

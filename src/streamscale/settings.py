@@ -27,6 +27,11 @@ _LOGIN_MODULES: dict[str, str] = {
 }
 
 
+LOCALITY_WAIT = "spark.locality.wait"
+"""Spark's wait for a task's preferred executor: 0 s in the project's sessions (see
+:meth:`Settings.spark_conf`); ``streamscale.attach`` warns when a user's session waits."""
+
+
 class Settings(BaseSettings):
     """Connection, pipeline and Spark settings (env prefix ``STREAMSCALE_``)."""
 
@@ -227,7 +232,7 @@ class Settings(BaseSettings):
             # leaves its block manager behind), Spark's default waits 3 s before running the
             # task elsewhere, in every micro-batch. Measured: 20,000-record batches of the
             # demo took 4-6 s instead of about 1 s. A task that moves only reopens a consumer.
-            "spark.locality.wait": "0s",
+            LOCALITY_WAIT: "0s",
         }
         if self.state_store == "rocksdb":
             conf["spark.sql.streaming.stateStore.providerClass"] = (

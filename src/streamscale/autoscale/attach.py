@@ -29,11 +29,9 @@ from typing import TYPE_CHECKING, Any
 from streamscale.autoscale.controller import Controller, DecisionRecord
 from streamscale.autoscale.policy import PolicyKind
 from streamscale.autoscale.runtime import AutoscaleOptions, start_autoscaler
-from streamscale.settings import Settings
+from streamscale.settings import LOCALITY_WAIT, Settings
 
 log = logging.getLogger(__name__)
-
-LOCALITY_WAIT = "spark.locality.wait"
 
 if TYPE_CHECKING:
     from streamscale.kafka.commits import GroupCommitter
