@@ -20,7 +20,7 @@ dead-letter paths), then for each pipeline:
 2. checks every output record and dead letter, byte for byte, against the reference: what the
    project's own pure functions make of the same input records read back from Kafka
    (``purchase_batches.enrich`` for purchases; ``frame_batches`` and ``sessions.advance`` for
-   game sessions, as one micro-batch), plus ``streamscale.verify``'s independent checks;
+   game sessions, as one micro-batch), plus ``streamscale.experiment.verify``'s independent checks;
 3. only then prints its figures.
 
 Game sessions close only when event time passes their end: once every real record has been
@@ -82,7 +82,8 @@ import pyarrow as pa
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import pipelines as shared
-from streamscale import processes, verify
+from streamscale import processes
+from streamscale.experiment import verify
 from streamscale.generate import Record, game_frames, referential
 from streamscale.generate.profiles import make_schedule
 from streamscale.generate.purchases import purchase_records
@@ -461,7 +462,8 @@ def sessions_reference(
 ) -> SessionsReference:
     """What the project's game sessions write for these records and the sentinels, as one
     micro-batch (``frame_batches.read_frames``/``read_approvals``/``pair``/``spans`` on the
-    executors' side, ``sessions.advance`` on the driver's)."""
+    executors' side, ``sessions.close`` on the closed windows; the sentinels' own sessions
+    are left out, as they never close)."""
     gap_ms = int(settings.session_gap_s * 1000)
     window_ms = int(settings.approval_window_s * 1000)
     delay_ms = int(settings.watermark_delay_s * 1000)
@@ -481,10 +483,8 @@ def sessions_reference(
     fb.read_approvals(source_batch(approvals + extra_rs, topics.approvals), out, window_ms)
     paired = fb.pair(out.frames + out.approvals)
     spans = fb.spans(paired.approved, gap_ms)
-    advanced = driver.advance(
-        driver.State(), [spans], [paired.unpaired], out.max_ts, gap_ms=gap_ms, delay_ms=delay_ms
-    )
-    output = Counter(s.record(gap_ms) for s in advanced.closed)
+    closed = driver.close(spans, paired.unpaired, gap_ms).sessions
+    output = Counter(s.record(gap_ms) for s in closed if s.machine not in machines)
 
     def triple(r: Rec) -> verify.KafkaRecord:
         return (r.key, r.value, r.ts)
@@ -788,7 +788,7 @@ def check_enrichment(
     admin: Any, topics: Any, ref: EnrichmentReference, name: str
 ) -> tuple[Check, list[Rec], list[Rec]]:
     """An enrichment's output and dead letters (any engine's) read back and checked against
-    the reference and by ``streamscale.verify``."""
+    the reference and by ``streamscale.experiment.verify``."""
     written = read_back(admin, topics.output)
     dead = read_back(admin, topics.dlq)
     check = Check(name)
@@ -800,7 +800,7 @@ def check_enrichment(
         [(r.key, r.value, r.ts) for r in dead],
         ref.names,
     )
-    check.notes.append(f"streamscale.verify.compare_enrichment: {independent.summary()}")
+    check.notes.append(f"streamscale.experiment.verify.compare_enrichment: {independent.summary()}")
     if not independent.ok:
         check.missing.append(independent.summary())
     return check, written, dead
@@ -967,7 +967,7 @@ def run_sessions(
         ref.expected,
         verify.actual_sessions([(r.key, r.value, r.ts) for r in written]),
     )
-    check.notes.append(f"streamscale.verify.compare_sessions: {independent.summary()}")
+    check.notes.append(f"streamscale.experiment.verify.compare_sessions: {independent.summary()}")
     check.notes.append(
         f"{aggregated:,} approved frames aggregated (expected {ref.joined:,}); "
         f"sentinels sent {len(sent)} time(s)"

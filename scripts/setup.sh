@@ -32,7 +32,7 @@ command -v "$PY" >/dev/null 2>&1 || PY=python3
 "$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required"'
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e '.[dev]'
+.venv/bin/pip install -q -e '.[demo,dev]'
 
 # JVM jars: each pom's dependencies into jvm/lib/<name>, once; a stamp (the pom's checksum)
 # makes a second run quick and offline.

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from streamscale import jars
+from streamscale.errors import LaunchError
 
 KAFKA = "kafka"
 SPARK = "spark"
@@ -31,7 +32,7 @@ QUIET = "-Xlog:cds*=off"
 """A stale archive is not worth a warning on every JVM's console: it is only slower."""
 
 
-class ArchiveError(RuntimeError):
+class ArchiveError(LaunchError):
     """An archive could not be recorded; one line saying why."""
 
 
@@ -52,9 +53,7 @@ def use_options(name: str) -> list[str]:
 
 def spark_jars() -> list[Path]:
     """The jars of the class path every Spark JVM here runs with (its SPARK_HOME's)."""
-    from streamscale.cluster import spark_home
-
-    return sorted((spark_home() / "jars").glob("*.jar"))
+    return sorted((jars.spark_home() / "jars").glob("*.jar"))
 
 
 def class_path_jars(name: str) -> list[Path]:
@@ -108,14 +107,13 @@ def record(
     return final
 
 
-def _kafka_workload(option: str) -> None:
-    """One Kafka node started, answering, then stopped (a controlled shutdown: the JVM exits
-    normally, which is when it writes the archive)."""
-    from streamscale.kafka import broker
-
-    with tempfile.TemporaryDirectory(prefix="streamscale-cds-") as tmp:
-        broker.start(None, Path(tmp), java_options=[option])
-        broker.stop(Path(tmp))
+KAFKA_WORKLOAD = """
+import sys
+from pathlib import Path
+from streamscale.kafka import broker
+broker.start(None, Path(sys.argv[2]), java_options=[sys.argv[1]])
+broker.stop(Path(sys.argv[2]))
+"""
 
 
 SPARK_WORKLOAD = """
@@ -136,18 +134,30 @@ stop(spark)
 """
 
 
-def _spark_workload(option: str) -> None:
-    """A local Spark driver that runs a batch job and a short streaming query, in a child
-    process: its JVM exits (writing the archive) when that Python process ends."""
+def _child_workload(name: str, code: str, option: str) -> None:
+    """Run a workload in a child Python process (so that this module, which the launchers of
+    those JVMs import, imports none of them back); its JVM exits, writing the archive, when
+    the workload ends."""
     with tempfile.TemporaryDirectory(prefix="streamscale-cds-") as tmp:
         done = subprocess.run(
-            [sys.executable, "-c", SPARK_WORKLOAD, option, tmp],
+            [sys.executable, "-c", code, option, tmp],
             capture_output=True,
             text=True,
             timeout=300,
         )
     if done.returncode != 0:
-        raise ArchiveError(f"the Spark workload failed: {done.stderr.strip()[-500:]}")
+        raise ArchiveError(f"the {name} workload failed: {done.stderr.strip()[-500:]}")
+
+
+def _kafka_workload(option: str) -> None:
+    """One Kafka node started, answering, then stopped (a controlled shutdown: the JVM exits
+    normally, which is when it writes the archive)."""
+    _child_workload("Kafka", KAFKA_WORKLOAD, option)
+
+
+def _spark_workload(option: str) -> None:
+    """A local Spark driver that runs a batch job and a short streaming query."""
+    _child_workload("Spark", SPARK_WORKLOAD, option)
 
 
 WORKLOADS: dict[str, Callable[[str], None]] = {KAFKA: _kafka_workload, SPARK: _spark_workload}

@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from streamscale import class_archives, processes
+from streamscale.errors import LaunchError
+from streamscale.jars import spark_home
 
 HOST = "127.0.0.1"
 DEFAULT_DATA_DIR = Path(".streamscale/cluster")
@@ -40,7 +42,7 @@ DAEMON_MEMORY = "256m"
 _MEMORY_RE = re.compile(r"^[1-9][0-9]*[kKmMgGtT]?$")
 
 
-class ClusterError(RuntimeError):
+class ClusterError(LaunchError):
     """The local cluster could not be found, started, reached or stopped."""
 
 
@@ -263,15 +265,6 @@ class ClusterStatus:
 
 
 # --------------------------------------------------------------------------- I/O edge
-
-
-def spark_home() -> Path:
-    """SPARK_HOME of the pip-installed pyspark (the package directory)."""
-    try:
-        from pyspark.find_spark_home import _find_spark_home
-    except ImportError as exc:  # pragma: no cover - pyspark is a dependency
-        raise ClusterError("pyspark is not installed: run `make setup`") from exc
-    return Path(_find_spark_home())
 
 
 def spark_class(home: Path | None = None) -> Path:

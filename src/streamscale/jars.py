@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from streamscale.errors import LaunchError
+
 BROKER = "broker"
 CONNECTOR = "connector"
 
 
-class JarsMissingError(RuntimeError):
+class JarsMissingError(LaunchError):
     """The jars have not been resolved: ``make setup`` has not run."""
 
 
@@ -49,3 +51,13 @@ def java() -> str:
     if home and (Path(home) / "bin" / "java").exists():
         return str(Path(home) / "bin" / "java")
     return "java"
+
+
+def spark_home() -> Path:
+    """SPARK_HOME of the pip-installed pyspark (the package directory): the jars and the
+    launcher every Spark JVM here runs with."""
+    try:
+        from pyspark.find_spark_home import _find_spark_home
+    except ImportError as exc:  # pragma: no cover - pyspark is a dependency
+        raise JarsMissingError("pyspark is not installed: run `make setup`") from exc
+    return Path(_find_spark_home())

@@ -19,8 +19,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamscale.errors import LaunchError
 
-class ProcessError(RuntimeError):
+
+class ProcessError(LaunchError):
     """A managed process failed to start or to stop."""
 
 

@@ -3,17 +3,21 @@
 Values come from keyword arguments, then environment variables prefixed ``STREAMSCALE_``
 (``STREAMSCALE_BOOTSTRAP_SERVERS``...), then an optional ``.env``-style config file. Kafka client
 keys and Spark keys are emitted by :meth:`Settings.as_dict` so that one place decides them.
-Validation happens at construction with messages that say what to change.
+Validation happens at construction with messages that say what to change: a
+:class:`SettingsError` (a ``streamscale.Error`` and a ``ValueError``) naming the first setting
+at fault, in one line.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from streamscale.errors import ConfigError
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"]
@@ -32,6 +36,19 @@ LOCALITY_WAIT = "spark.locality.wait"
 :meth:`Settings.spark_conf`); ``streamscale.attach`` warns when a user's session waits."""
 
 
+class SettingsError(ConfigError):
+    """Settings that do not validate: the first problem, naming its setting, in one line."""
+
+
+def _first_problem(exc: ValidationError) -> str:
+    errors = exc.errors()
+    first = errors[0]
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    message = str(first.get("msg", exc)).removeprefix("Value error, ")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {message}{more}" if where else f"{message}{more}"
+
+
 class Settings(BaseSettings):
     """Connection, pipeline and Spark settings (env prefix ``STREAMSCALE_``)."""
 
@@ -41,6 +58,14 @@ class Settings(BaseSettings):
         extra="forbid",
         env_file=None,
     )
+
+    if not TYPE_CHECKING:  # mypy keeps the typed constructor the pydantic plugin makes
+
+        def __init__(self, **values: Any) -> None:
+            try:
+                super().__init__(**values)
+            except ValidationError as exc:
+                raise SettingsError(_first_problem(exc)) from exc
 
     # Kafka connection
     bootstrap_servers: str = Field(
@@ -119,13 +144,13 @@ class Settings(BaseSettings):
     def _check_bootstrap(cls, value: str) -> str:
         servers = [s.strip() for s in value.split(",") if s.strip()]
         if not servers:
-            raise ValueError(
+            raise ConfigError(
                 "bootstrap_servers is empty: set STREAMSCALE_BOOTSTRAP_SERVERS=host:port"
             )
         for server in servers:
             host, sep, port = server.rpartition(":")
             if not sep or not host or not port.isdigit():
-                raise ValueError(
+                raise ConfigError(
                     f"bootstrap server {server!r} is not host:port: "
                     "set STREAMSCALE_BOOTSTRAP_SERVERS=host:port[,host:port]"
                 )
@@ -135,18 +160,18 @@ class Settings(BaseSettings):
     def _check_cross_fields(self) -> Settings:
         if self.security_protocol.startswith("SASL"):
             if self.sasl_mechanism is None:
-                raise ValueError(
+                raise ConfigError(
                     f"security_protocol={self.security_protocol} needs a mechanism: "
                     "set STREAMSCALE_SASL_MECHANISM (PLAIN, SCRAM-SHA-256, ...)"
                 )
             needs_password = self.sasl_mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
             if needs_password and (self.sasl_username is None or self.sasl_password is None):
-                raise ValueError(
+                raise ConfigError(
                     f"sasl_mechanism={self.sasl_mechanism} needs credentials: "
                     "set STREAMSCALE_SASL_USERNAME and STREAMSCALE_SASL_PASSWORD"
                 )
         elif self.sasl_username is not None or self.sasl_password is not None:
-            raise ValueError(
+            raise ConfigError(
                 "SASL credentials are set but security_protocol is "
                 f"{self.security_protocol}: set STREAMSCALE_SECURITY_PROTOCOL=SASL_SSL "
                 "or unset the credentials"
@@ -274,14 +299,16 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
     if config is None:
         return Settings(**given)
     if not config.is_file():
-        raise ValueError(f"config file {config} does not exist")
+        raise ConfigError(f"config file {config} does not exist")
     return Settings(_env_file=config, **given)  # type: ignore[call-arg]
 
 
 def env_help() -> str:
-    """One line per setting: its env var, default and description (for ``--help``)."""
+    """One line per setting: its env var, default and description (for ``--help``). A
+    default computed on this machine (the Spark master's slots) is shown as computed."""
     lines = []
     for name, field in Settings.model_fields.items():
-        default = field.default if field.default is not None else "unset"
+        value = field.get_default(call_default_factory=True)
+        default = value if value is not None else "unset"
         lines.append(f"STREAMSCALE_{name.upper()}  (default {default}): {field.description}")
     return "\n".join(lines)

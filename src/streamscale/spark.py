@@ -151,12 +151,17 @@ def session(
 
 def stop(spark: SparkSession) -> None:
     """Stop ``spark`` after its group committer has committed what its queries processed
-    (bounded wait) and closed its Kafka clients."""
+    (bounded wait) and closed its Kafka clients; then close the producers the sink kept in
+    this process (the driver's writes), so that no Kafka client of the session outlives it."""
     from streamscale.kafka.commits import group_committer
+    from streamscale.kafka.sink import close_kept_producers
 
     committer = group_committer(spark)
     try:
         if committer is not None:
             committer.close()
     finally:
-        spark.stop()
+        try:
+            spark.stop()
+        finally:
+            close_kept_producers()

@@ -7,12 +7,12 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
+from streamscale.experiment.verify import reconcile
 from streamscale.kafka.client import first_error_line
 from streamscale.pipelines import deadletter as dl
 from streamscale.pipelines import frame_batches as fb
 from streamscale.pipelines import purchase_batches as pb
 from streamscale.pipelines.hits import FrameHeader, header_json
-from streamscale.verify import reconcile
 
 
 def source_batch(records: list[tuple[bytes | None, bytes | None]], topic: str) -> pa.RecordBatch:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from streamscale.settings import Settings, env_help, load_settings
+import streamscale
+from streamscale.settings import Settings, SettingsError, env_help, load_settings
 
 
 def test_defaults_and_env_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,8 +46,11 @@ def test_settings_are_frozen() -> None:
     ],
 )
 def test_invalid_settings_say_what_to_change(kwargs: dict[str, object], message: str) -> None:
-    with pytest.raises(ValidationError, match=message):
+    with pytest.raises(SettingsError, match=message) as raised:
         Settings(**kwargs)  # type: ignore[arg-type]
+    assert isinstance(raised.value, streamscale.Error)
+    assert isinstance(raised.value, ValueError)
+    assert "\n" not in str(raised.value)
 
 
 def test_kafka_and_spark_keys_from_one_place_with_secrets_masked() -> None:
@@ -70,6 +74,13 @@ def test_env_help_lists_every_setting() -> None:
     text = env_help()
     for name in Settings.model_fields:
         assert f"STREAMSCALE_{name.upper()}" in text
+
+
+def test_env_help_shows_what_each_default_really_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 3)
+    text = env_help()
+    assert "PydanticUndefined" not in text
+    assert "STREAMSCALE_SPARK_MASTER  (default local[6])" in text
 
 
 def test_default_master_has_two_task_slots_per_core(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -205,7 +216,8 @@ def test_kafka_source_auto_is_the_pipeline_default(
 
 
 def test_kafka_source_refuses_an_unknown_reader() -> None:
-    with pytest.raises(ValidationError, match="'auto', 'kafka' or 'streamscale-kafka'"):
+    expected = "kafka_source: .*'auto', 'kafka' or 'streamscale-kafka'"
+    with pytest.raises(SettingsError, match=expected):
         Settings(kafka_source="spark")  # type: ignore[arg-type]
 
 

@@ -33,6 +33,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from streamscale.errors import ConfigError, Error
+
+
+class ExecutorWaitTimeout(Error, TimeoutError):
+    """The executor count did not reach what was waited for in time."""
+
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -145,7 +152,7 @@ class SparkActuator:
         self._lock = threading.Lock()
         conf = {str(k): str(v) for k, v in self._sc.getConf().getAll()}
         if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
-            raise ValueError(
+            raise ConfigError(
                 "Spark dynamic allocation is on: set spark.dynamicAllocation.enabled=false "
                 "for the autoscaler to drive executors (killExecutors refuses to run with it)"
             )
@@ -240,7 +247,8 @@ class SparkActuator:
         """Block until exactly ``count`` executors run; the seconds it took.
 
         With ``include_removing``, executors being killed count until they are gone (to
-        measure how long a kill takes). Raises TimeoutError when ``timeout_s`` passes first.
+        measure how long a kill takes). Raises :class:`ExecutorWaitTimeout` (a TimeoutError)
+        when ``timeout_s`` passes first.
         """
         start = time.monotonic()
         while True:
@@ -248,7 +256,9 @@ class SparkActuator:
             if now == count:
                 return time.monotonic() - start
             if time.monotonic() - start > timeout_s:
-                raise TimeoutError(f"{now} executors after {timeout_s:.0f} s, wanted {count}")
+                raise ExecutorWaitTimeout(
+                    f"{now} executors after {timeout_s:.0f} s, wanted {count}"
+                )
             time.sleep(poll_s)
 
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from streamscale.autoscale.controller import Controller, DecisionRecord
 from streamscale.autoscale.policy import PolicyKind
 from streamscale.autoscale.runtime import AutoscaleOptions, start_autoscaler
+from streamscale.errors import ConfigError
 from streamscale.settings import LOCALITY_WAIT, Settings
 
 log = logging.getLogger(__name__)
@@ -103,14 +104,15 @@ def attach(
     interval are read from the running query, for the parallelism cap and the capacity model;
     ``settings``' trigger interval and batch limit stand in while they cannot be read.
 
-    Refused at once (ValueError) for bounds or a policy that cannot work, and (RuntimeError)
+    Refused at once (:class:`~streamscale.errors.ConfigError`, a ValueError) for bounds or a
+    policy that cannot work, and (:class:`~streamscale.errors.ScalingError`, a RuntimeError)
     when the cluster manager takes no executor requests (``local[*]``).
     """
     try:
         kind = PolicyKind(str(policy))
     except ValueError:
         choices = ", ".join(k.value for k in PolicyKind)
-        raise ValueError(f"policy {policy!r} is not one of: {choices}") from None
+        raise ConfigError(f"policy {policy!r} is not one of: {choices}") from None
     options = AutoscaleOptions(
         policy=kind,
         min_executors=min_executors,

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Protocol
 
 from streamscale.autoscale.actuator import Actuator, ApplyResult
 from streamscale.autoscale.policy import (
@@ -35,6 +35,8 @@ from streamscale.autoscale.policy import (
     PolicyState,
     decide,
 )
+from streamscale.errors import ConfigError
+from streamscale.lag.model import QuerySnapshot
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +44,13 @@ DIRECTIONS = {1: "up", -1: "down", 0: "none"}
 
 
 class SnapshotSource(Protocol):
-    """What the controller needs of the lag model (``streamscale.lag.model.LagTracker``)."""
+    """What the controller needs of the lag model (``streamscale.lag.model.LagTracker``):
+    per query a :class:`~streamscale.lag.model.QuerySnapshot` (None: no metrics yet), and it
+    takes back the executor counts, the capacity estimate and the decisions for ``/metrics``."""
 
-    def snapshot(self, query: str, now: float) -> Any: ...
+    def snapshot(self, query: str, now: float) -> QuerySnapshot | None: ...
 
-    def snapshots(self, now: float) -> list[Any]: ...
+    def snapshots(self, now: float) -> list[QuerySnapshot]: ...
 
     def set_executors(
         self, query: str, *, target: int | None = None, running: int | None = None
@@ -98,7 +102,7 @@ class DecisionRecord:
 
 
 def observation(
-    snapshot: Any,
+    snapshot: QuerySnapshot | None,
     *,
     now: float,
     running: int,
@@ -245,7 +249,7 @@ class Controller:
 
     def __post_init__(self) -> None:
         if self.interval_s <= 0:
-            raise ValueError("interval_s must be > 0")
+            raise ConfigError("interval_s must be > 0")
         # The policy's next decision comes one interval later: it holds a count on that.
         self.config = replace(self.config, decision_interval_s=self.interval_s)
         self.state = PolicyState()
@@ -309,7 +313,7 @@ class Controller:
     def _observe(
         self,
         name: str,
-        snap: Any,
+        snap: QuerySnapshot | None,
         now: float,
         running: int,
         pending: int,
@@ -348,7 +352,7 @@ class Controller:
         self,
         now: float,
         obs: Observation,
-        snapshots: dict[str, Any],
+        snapshots: dict[str, QuerySnapshot | None],
         decision: Decision,
         running: int,
         pending: int,

@@ -85,6 +85,7 @@ from enum import StrEnum
 
 from streamscale.autoscale import capacity as cap
 from streamscale.autoscale.capacity import BatchSample, Capacity, CapacityMethod
+from streamscale.errors import ConfigError
 
 __all__ = [
     "BatchSample",
@@ -220,7 +221,7 @@ class PolicyConfig:
         ]
         for ok, message in checks:
             if not ok:
-                raise ValueError(message)
+                raise ConfigError(message)
 
 
 @dataclass(frozen=True)
@@ -256,11 +257,11 @@ class Observation:
 
     def __post_init__(self) -> None:
         if self.trend_span_s <= 0:
-            raise ValueError("trend_span_s must be > 0")
+            raise ConfigError("trend_span_s must be > 0")
         if self.executors < 0 or self.pending_executors < 0:
-            raise ValueError("executor counts must be >= 0")
+            raise ConfigError("executor counts must be >= 0")
         if self.partitions < 1 or self.splits_per_partition < 1:
-            raise ValueError("partitions and splits_per_partition must be >= 1")
+            raise ConfigError("partitions and splits_per_partition must be >= 1")
 
     @property
     def arrival_rate(self) -> float:

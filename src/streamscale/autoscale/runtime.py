@@ -20,6 +20,7 @@ from streamscale.autoscale.controller import (
     SnapshotSource,
 )
 from streamscale.autoscale.policy import PolicyConfig, PolicyKind
+from streamscale.errors import ConfigError, ScalingError
 from streamscale.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -39,14 +40,14 @@ class AutoscaleOptions:
 
     def __post_init__(self) -> None:
         if self.min_executors < 1:
-            raise ValueError("--min-executors must be at least 1 (a query needs an executor)")
+            raise ConfigError("--min-executors must be at least 1 (a query needs an executor)")
         if self.max_executors < self.min_executors:
-            raise ValueError(
+            raise ConfigError(
                 f"--max-executors ({self.max_executors}) must be >= --min-executors "
                 f"({self.min_executors})"
             )
         if self.interval_s <= 0:
-            raise ValueError("--autoscale-interval must be > 0 seconds")
+            raise ConfigError("--autoscale-interval must be > 0 seconds")
 
     def policy_config(
         self, trigger_interval_s: float = 1.0, max_records_per_trigger: int | None = None
@@ -62,6 +63,24 @@ class AutoscaleOptions:
             trigger_interval_s=trigger_interval_s,
             max_records_per_trigger=max_records_per_trigger,
         )
+
+
+def elastic_conf(master: str, options: AutoscaleOptions) -> dict[str, str]:
+    """Spark settings a cluster manager needs for the autoscaler to drive executors."""
+    if master.startswith("spark://"):
+        from streamscale.cluster import app_conf
+
+        return app_conf(master, options.max_executors)
+    if master.startswith("k8s://"):
+        return {
+            "spark.dynamicAllocation.enabled": "false",
+            "spark.executor.instances": str(options.min_executors),
+            "spark.executor.cores": "1",
+        }
+    raise ConfigError(
+        f"--autoscale needs a cluster manager that takes executor requests (spark://, k8s://); "
+        f"the master is {master}"
+    )
 
 
 def _int_option(sources: list[tuple[str, dict[str, str]]], key: str) -> int | None:
@@ -143,7 +162,7 @@ def start_autoscaler(
 
     master = str(spark.sparkContext.master)
     if master.startswith("local"):
-        raise RuntimeError(
+        raise ScalingError(
             f"the master is {master}: autoscaling needs a cluster manager that takes executor "
             "requests (standalone spark://, Kubernetes), not local mode"
         )
@@ -156,7 +175,7 @@ def start_autoscaler(
     with contextlib.suppress(TimeoutError):
         actuator.wait_for(options.min_executors, timeout_s=register_timeout_s)
     if not result.ok:
-        raise RuntimeError(
+        raise ScalingError(
             f"the cluster manager refused executor requests ({result.error}): autoscaling "
             "needs a cluster manager that takes them (standalone, Kubernetes), not local[*]"
         )

@@ -69,6 +69,7 @@ from typing import Any
 from streamscale.autoscale import policy
 from streamscale.autoscale.capacity import BatchSample, Capacity, CapacityMethod, fit
 from streamscale.autoscale.traces import Trace, from_decision_log
+from streamscale.errors import ConfigError
 
 _EPS = 1e-6
 _MIN_BATCH_S = 0.01
@@ -122,22 +123,22 @@ class ClusterModel:
 
     def __post_init__(self) -> None:
         if self.executor_rate <= 0 or self.partitions < 1 or self.splits_per_partition < 1:
-            raise ValueError("executor_rate > 0, partitions >= 1, splits >= 1 required")
+            raise ConfigError("executor_rate > 0, partitions >= 1, splits >= 1 required")
         counts = (self.executor_cores, self.control_interval_s)
         if min(*counts, self.rate_window_s, self.recent_window_s) < 1:
-            raise ValueError(
+            raise ConfigError(
                 "executor_cores, control_interval_s, rate_window_s and recent_window_s must be >= 1"
             )
         if min(self.start_delay_s, self.stop_delay_s, self.rescale_pause_s) < 0:
-            raise ValueError("delays must be >= 0")
+            raise ConfigError("delays must be >= 0")
         if min(self.fixed_cost_s, self.trigger_interval_s, self.warmup_s) < 0:
-            raise ValueError("fixed_cost_s, trigger_interval_s and warmup_s must be >= 0")
+            raise ConfigError("fixed_cost_s, trigger_interval_s and warmup_s must be >= 0")
         if self.max_records_per_trigger is not None and self.max_records_per_trigger < 1:
-            raise ValueError("max_records_per_trigger must be >= 1")
+            raise ConfigError("max_records_per_trigger must be >= 1")
         if self.batch_history < 1:
-            raise ValueError("batch_history must be >= 1")
+            raise ConfigError("batch_history must be >= 1")
         if not 0 <= self.rate_jitter < 1:
-            raise ValueError("rate_jitter must be in [0, 1)")
+            raise ConfigError("rate_jitter must be in [0, 1)")
 
     @property
     def usable_executors(self) -> int:
@@ -783,9 +784,9 @@ def resolve(name: str, config: policy.PolicyConfig, trace: Trace, model: Cluster
         except ValueError:
             n = -1
         if n < 1:
-            raise ValueError(f"{name}: fixed:N needs a whole number of executors >= 1")
+            raise ConfigError(f"{name}: fixed:N needs a whole number of executors >= 1")
         return Fixed(n)
-    raise ValueError(f"{name}: unknown policy (rate, lag, fixed:N, oracle)")
+    raise ConfigError(f"{name}: unknown policy (rate, lag, fixed:N, oracle)")
 
 
 def comparison_names(config: policy.PolicyConfig) -> tuple[str, ...]:
@@ -875,7 +876,7 @@ class Calibration:
         """``model`` with every measured parameter replaced; a ValueError when the log does
         not measure the capacity (the simulator never invents one)."""
         if not self.capacity.known:
-            raise ValueError(
+            raise ConfigError(
                 f"the decision log does not measure the capacity: {self.capacity.note}"
             )
         assert self.capacity.rate is not None and self.capacity.fixed_cost_s is not None
@@ -961,7 +962,7 @@ def calibrate(records: Sequence[Mapping[str, Any]]) -> Calibration:
                         delays.append(float(later["time"]) - times[i])
                         break
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"not a decision log record: {exc}") from None
+        raise ConfigError(f"not a decision log record: {exc}") from None
     batches = [seen[k] for k in sorted(seen)]
     capacity = _calibration_fit(batches)
     if not capacity.known:

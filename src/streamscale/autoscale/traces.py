@@ -30,8 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from streamscale.errors import ConfigError
 
-class TraceError(ValueError):
+
+class TraceError(ConfigError):
     """A trace that cannot be used; the message is one line naming the file and line."""
 
 

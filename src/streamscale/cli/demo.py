@@ -40,7 +40,14 @@ def demo(
 ) -> None:
     """Broker, local Spark cluster, pipeline, autoscaler and load: lag rises, executors are
     added, lag falls, they are given back. Writes report.html, PNGs and summary.json."""
-    from streamscale.demo import DemoError, DemoOptions, run_demo
+    from streamscale.experiment import ExtraMissingError, require_extra
+
+    try:
+        require_extra("streamscale demo")
+    except ExtraMissingError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    from streamscale.experiment.demo import DemoError, DemoOptions, run_demo
 
     options = DemoOptions(
         duration_s=duration,

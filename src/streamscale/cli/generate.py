@@ -10,14 +10,13 @@ from enum import StrEnum
 from typing import Any
 
 import typer
-from pydantic import ValidationError
 
 from streamscale.generate import Record, game_frames, referential
 from streamscale.generate.producer import GenerateError, ProduceStats, produce
 from streamscale.generate.profiles import ProfileError, Schedule, make_schedule
 from streamscale.generate.purchases import id_range, purchase_records
 from streamscale.kafka.client import DeliveryError
-from streamscale.settings import Settings
+from streamscale.settings import Settings, SettingsError
 
 app = typer.Typer(
     help="Produce seeded test loads (steady, burst or ramp) to existing topics.",
@@ -62,9 +61,8 @@ def _settings(bootstrap: str | None) -> Settings:
     try:
         overrides: dict[str, Any] = {} if bootstrap is None else {"bootstrap_servers": bootstrap}
         return Settings(**overrides)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise _fail(str(first.get("msg", exc)).removeprefix("Value error, ")) from None
+    except SettingsError as exc:
+        raise _fail(str(exc)) from None
 
 
 def _schedule(
@@ -95,6 +93,7 @@ def _produce(
     label: str,
     progress: bool | None,
     delivery_timeout: float = 120.0,
+    oldest_ms: int | None = None,
 ) -> ProduceStats:
     if delivery_timeout <= 0:
         raise _fail(f"--delivery-timeout must be > 0, got {delivery_timeout:g}")
@@ -107,6 +106,7 @@ def _produce(
             label=label,
             progress=progress,
             overrides={"delivery.timeout.ms": round(delivery_timeout * 1000)},
+            oldest_ms=oldest_ms,
         )
     except (GenerateError, DeliveryError) as exc:
         raise _fail(str(exc)) from None
@@ -244,6 +244,7 @@ def game_frames_command(
         "frames",
         progress,
         delivery_timeout,
+        oldest_ms=start_ms,  # given: checked against the topics' retention
     )
     done = generator.stats
     _summary(

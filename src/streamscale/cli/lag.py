@@ -21,11 +21,12 @@ from typing import Any
 import typer
 from prometheus_client.parser import text_string_to_metric_families
 
+from streamscale.errors import Error
 from streamscale.lag.model import TopicPartition, merge_offsets, parse_offsets, records_lag
 from streamscale.settings import Settings
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(Error, RuntimeError):
     """The checkpoint has no committed batch, or its offsets cannot be read."""
 
 

@@ -16,15 +16,40 @@ lines (the same names as the environment variables; ``#`` comments; an unknown
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from pydantic import ValidationError
 
 from streamscale.autoscale.policy import PolicyKind
-from streamscale.autoscale.runtime import AutoscaleOptions
-from streamscale.settings import load_settings
+from streamscale.autoscale.runtime import AutoscaleOptions, elastic_conf
+from streamscale.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from streamscale.lag.model import LagTracker
+
+
+def autoscaler(
+    options: AutoscaleOptions, settings: Settings
+) -> Callable[[SparkSession, LagTracker, str], Callable[[], None]]:
+    """The runner's hook that attaches the autoscaler to the pipeline's query (the same
+    runtime as :func:`streamscale.attach`, on the runner's own lag model and /metrics)."""
+
+    def attach(spark: SparkSession, tracker: LagTracker, query: str) -> Callable[[], None]:
+        from streamscale.autoscale.runtime import start_autoscaler
+
+        controller = start_autoscaler(spark, query, tracker, options, settings=settings)
+        typer.echo(
+            f"{query}: autoscaler on ({options.policy} policy, "
+            f"{options.min_executors}-{options.max_executors} executors)"
+        )
+        return controller.stop
+
+    return attach
 
 
 class PipelineName(StrEnum):
@@ -136,7 +161,9 @@ def run(
             if autoscale
             else None
         )
-    except (ValidationError, ValueError) as exc:
+        # What the cluster manager needs; refused here, before Spark starts, in local mode.
+        extra = elastic_conf(settings.spark_master, elastic) if elastic is not None else None
+    except ValueError as exc:  # SettingsError and the options' ConfigError included
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     try:
@@ -145,7 +172,8 @@ def run(
             settings,
             available_now=available_now,
             checkpoint=checkpoint,
-            autoscale=elastic,
+            extra_conf=extra,
+            attach=None if elastic is None else autoscaler(elastic, settings),
         )
     except Exception as exc:  # a failed query's error is a whole trace: its one telling line
         from streamscale.kafka.client import first_error_line

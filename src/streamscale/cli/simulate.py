@@ -145,6 +145,14 @@ def simulate(
     except ValueError as exc:  # TraceError included
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    if plot is not None:
+        from streamscale.experiment import ExtraMissingError, require_extra
+
+        try:
+            require_extra("--plot", ("matplotlib",))
+        except ExtraMissingError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
 
     if as_json:
         if calibration is not None:

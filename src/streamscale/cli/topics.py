@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from streamscale.kafka.admin import KafkaAdmin, KafkaError, TopicSpec
+from streamscale.errors import KafkaRequestError
+from streamscale.kafka.admin import KafkaAdmin, TopicSpec
 from streamscale.pipelines.topics import pipeline_topics
 from streamscale.settings import load_settings
 
@@ -35,7 +36,7 @@ def apply(
     admin = KafkaAdmin(settings.kafka_config(), settings.request_timeout_s)
     try:
         report = admin.apply(specs)
-    except KafkaError as exc:
+    except KafkaRequestError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     finally:

@@ -30,6 +30,7 @@ import random
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from streamscale.errors import ConfigError
 from streamscale.generate import Record
 from streamscale.generate.profiles import Schedule
 from streamscale.pipelines import hits as codec
@@ -97,7 +98,7 @@ def make_machines(rng: random.Random, count: int | None = None) -> list[Machine]
     if count is None:
         count = rng.randint(MACHINES_MIN, MACHINES_MAX)
     if not 1 <= count <= 900_000:
-        raise ValueError(f"--machines must be within 1-900000, got {count}")
+        raise ConfigError(f"--machines must be within 1-900000, got {count}")
     ids = rng.sample(range(100_000, 1_000_000), count)
     return [Machine(f"{mid:06d}", rng.choice(codec.ZONES), rng.choice(codec.GAMES)) for mid in ids]
 
@@ -151,7 +152,7 @@ class GameFrames:
         bad_fraction: float = 0.0,
     ) -> None:
         if not 0.0 <= bad_fraction <= 1.0:
-            raise ValueError(f"--bad-fraction must be within 0-1, got {bad_fraction}")
+            raise ConfigError(f"--bad-fraction must be within 0-1, got {bad_fraction}")
         self.rng = rng
         self.schedule = schedule
         self.start_ms = start_ms

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -28,6 +29,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from streamscale.errors import KafkaRequestError
 from streamscale.generate import Record
 from streamscale.generate.profiles import Schedule
 from streamscale.kafka.client import DeliveryError, producer_config
@@ -45,8 +47,49 @@ _LIBRDKAFKA_LOG = logging.getLogger("streamscale.generate.librdkafka")
 _LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
 
 
-class GenerateError(RuntimeError):
-    """The broker cannot be reached or a topic is missing: nothing was produced."""
+class GenerateError(KafkaRequestError):
+    """The broker cannot be reached, a topic is missing, or it would delete the records at
+    once (older than its retention): nothing was produced."""
+
+
+DAY_MS = 86_400_000
+
+
+def retention_problem(
+    topic: str, config: Mapping[str, str], oldest_ms: int, now_ms: int
+) -> str | None:
+    """Why records stamped from ``oldest_ms`` on would not stay in ``topic`` (its
+    ``cleanup.policy`` deletes, and they are older than its ``retention.ms``), or None."""
+    if "delete" not in config.get("cleanup.policy", "delete").split(","):
+        return None  # compacted only: kept whatever their age
+    retention_ms = int(config.get("retention.ms", "-1"))
+    if retention_ms < 0 or oldest_ms >= now_ms - retention_ms:
+        return None
+    when = datetime.fromtimestamp(oldest_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"records stamped from {when} are {(now_ms - oldest_ms) / DAY_MS:.1f} days old, older "
+        f"than {topic} keeps records (retention.ms={retention_ms}, "
+        f"{retention_ms / DAY_MS:g} days): the broker would delete them at once; start later "
+        "(--start-ms) or raise the topic's retention.ms"
+    )
+
+
+def check_retention(
+    settings: Settings, topics: Sequence[str], oldest_ms: int, timeout_s: float
+) -> None:
+    """:class:`GenerateError` if a topic would delete records stamped from ``oldest_ms`` on
+    as soon as they arrive (read from the topic's configuration on the broker)."""
+    from streamscale.kafka.admin import KafkaAdmin
+
+    admin = KafkaAdmin(settings.kafka_config(), timeout_s=timeout_s)
+    try:
+        now_ms = int(time.time() * 1000)
+        for topic in topics:
+            problem = retention_problem(topic, admin.topic_config(topic), oldest_ms, now_ms)
+            if problem is not None:
+                raise GenerateError(problem)
+    finally:
+        admin.close()
 
 
 @dataclass(frozen=True)
@@ -147,13 +190,16 @@ def produce(
     metadata_timeout_s: float | None = None,
     flush_timeout_s: float | None = None,
     overrides: Mapping[str, Any] | None = None,
+    oldest_ms: int | None = None,
 ) -> ProduceStats:
     """Produce ``records`` paced by ``schedule``; return once all are acknowledged.
 
     ``topics`` are checked first (:class:`GenerateError` if the broker does not answer within
     ``metadata_timeout_s``, default ``min(settings.request_timeout_s, 20)``, or a topic is
-    missing). Raises :class:`DeliveryError` if any record failed or is still unacknowledged
-    after ``flush_timeout_s`` (default: the producer's delivery timeout plus 10 s).
+    missing), and with ``oldest_ms`` (the event time of the oldest record) against each
+    topic's retention (:func:`check_retention`). Raises :class:`DeliveryError` if any record
+    failed or is still unacknowledged after ``flush_timeout_s`` (default: the producer's
+    delivery timeout plus 10 s).
     ``progress`` None shows the bar only on a terminal.
     """
     failures = _Failures()
@@ -174,6 +220,8 @@ def produce(
         flush_timeout_s = int(conf["delivery.timeout.ms"]) / 1000.0 + 10.0
     producer = Producer(conf)
     check_topics(producer, topics, bootstrap, metadata_timeout_s)
+    if oldest_ms is not None:
+        check_retention(settings, topics, oldest_ms, metadata_timeout_s)
 
     bar, task = _progress(progress, label, schedule.total)
     sender = _Sender(producer, int(conf["queue.buffering.max.messages"]), bootstrap)

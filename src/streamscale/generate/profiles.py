@@ -17,11 +17,13 @@ import math
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from streamscale.errors import ConfigError
+
 ProfileKind = Literal["steady", "burst", "ramp"]
 PROFILE_KINDS: tuple[str, ...] = get_args(ProfileKind)
 
 
-class ProfileError(ValueError):
+class ProfileError(ConfigError):
     """Rate, count or duration options that do not describe a load."""
 
 

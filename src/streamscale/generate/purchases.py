@@ -16,6 +16,7 @@ import math
 import random
 from collections.abc import Iterator
 
+from streamscale.errors import ConfigError
 from streamscale.generate import Record
 
 PRICE_MIN_CENTS = 50
@@ -25,9 +26,9 @@ PRICE_MAX_CENTS = 99_999
 def id_range(products: int, unknown_fraction: float) -> int:
     """The largest product id drawn, so that about ``unknown_fraction`` ids exceed ``products``."""
     if products < 1:
-        raise ValueError(f"--products must be >= 1, got {products}")
+        raise ConfigError(f"--products must be >= 1, got {products}")
     if not 0.0 <= unknown_fraction < 1.0:
-        raise ValueError(f"--unknown-fraction must be within [0, 1), got {unknown_fraction}")
+        raise ConfigError(f"--unknown-fraction must be within [0, 1), got {unknown_fraction}")
     return max(products, math.ceil(products / (1.0 - unknown_fraction) - 1e-9))
 
 

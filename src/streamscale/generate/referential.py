@@ -15,6 +15,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from streamscale.errors import ConfigError
 from streamscale.generate import Record
 
 ADJECTIVES: tuple[str, ...] = (
@@ -70,7 +71,7 @@ class ReferentialPlan:
 
 def _check_fraction(name: str, value: float) -> None:
     if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be within 0-1, got {value}")
+        raise ConfigError(f"{name} must be within 0-1, got {value}")
 
 
 def plan_for_products(
@@ -80,7 +81,7 @@ def plan_for_products(
     _check_fraction("--rename-fraction", rename_fraction)
     _check_fraction("--delete-fraction", delete_fraction)
     if products < 0:
-        raise ValueError(f"products must be >= 0, got {products}")
+        raise ConfigError(f"products must be >= 0, got {products}")
     return ReferentialPlan(
         products, round(products * rename_fraction), round(products * delete_fraction)
     )

@@ -14,21 +14,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamscale.errors import KafkaRequestError
+from streamscale.errors import UnknownTopicError as UnknownTopicError  # re-exported
+from streamscale.errors import UnreachableError as UnreachableError  # re-exported
 from streamscale.kafka.offsets import Offsets, TopicPartition
 
 log = logging.getLogger(__name__)
-
-
-class KafkaError(RuntimeError):
-    """A Kafka operation failed; the message names the servers, topic or partition."""
-
-
-class UnreachableError(KafkaError):
-    """No broker answered within the timeout."""
-
-
-class UnknownTopicError(KafkaError):
-    """A topic that should exist does not."""
 
 
 @dataclass(frozen=True)
@@ -192,7 +183,7 @@ class KafkaAdmin:
                     CTP(tp.topic, tp.partition), timeout=self.timeout_s, cached=False
                 )
             except KafkaException as exc:
-                raise KafkaError(
+                raise KafkaRequestError(
                     f"cannot read offsets of {tp.topic}-{tp.partition} on {self.servers}: "
                     f"{exc.args[0].str() if exc.args else exc}"
                 ) from None
@@ -210,7 +201,7 @@ class KafkaAdmin:
 
     def read_all(self, topic: str, partitions: int | None = None) -> list[Any]:
         """Every record of ``topic`` up to its true end offsets now (librdkafka messages, in
-        arrival order); :class:`KafkaError` if they cannot all be read within the timeout."""
+        arrival order); :class:`KafkaRequestError` if they cannot all be read within the timeout."""
         from confluent_kafka import Consumer
         from confluent_kafka import TopicPartition as CTP
 
@@ -228,12 +219,12 @@ class KafkaAdmin:
             while len(out) < want and time.monotonic() < deadline:
                 for msg in consumer.consume(10_000, 0.5):
                     if msg.error() is not None:
-                        raise KafkaError(f"reading {topic}: {msg.error().str()}")
+                        raise KafkaRequestError(f"reading {topic}: {msg.error().str()}")
                     out.append(msg)
         finally:
             consumer.close()
         if len(out) < want:
-            raise KafkaError(f"could read only {len(out)} of {want} records of {topic}")
+            raise KafkaRequestError(f"could read only {len(out)} of {want} records of {topic}")
         return out
 
     # consumer groups -----------------------------------------------------------------------
@@ -259,7 +250,7 @@ class KafkaAdmin:
                 asynchronous=False,
             )
         except KafkaException as exc:
-            raise KafkaError(f"cannot commit offsets of group {group}: {exc}") from None
+            raise KafkaRequestError(f"cannot commit offsets of group {group}: {exc}") from None
 
     def committed(self, group: str, tps: Iterable[TopicPartition]) -> Offsets:
         """Committed offsets of ``group`` (partitions with no commit are left out)."""
@@ -271,9 +262,27 @@ class KafkaAdmin:
         return {TopicPartition(r.topic, r.partition): r.offset for r in result if r.offset >= 0}
 
     # topics --------------------------------------------------------------------------------
+    def topic_config(self, topic: str) -> dict[str, str]:
+        """The topic's configuration as the broker reports it (its own settings and the
+        broker's defaults): ``{"retention.ms": "604800000", ...}``."""
+        from confluent_kafka.admin import ConfigResource
+
+        resource = ConfigResource("topic", topic)
+        try:
+            found = (
+                self._admin_client()
+                .describe_configs([resource])[resource]
+                .result(timeout=self.timeout_s)
+            )
+        except Exception as exc:
+            raise KafkaRequestError(
+                f"cannot read the configuration of topic {topic} on {self.servers}: {exc}"
+            ) from None
+        return {key: entry.value for key, entry in found.items() if entry.value is not None}
+
     def apply(self, specs: Iterable[TopicSpec]) -> ApplyReport:
         """Create missing topics; report drift of existing ones. Never deletes or alters."""
-        from confluent_kafka.admin import ConfigResource, NewTopic
+        from confluent_kafka.admin import NewTopic
 
         report = ApplyReport()
         md = self.metadata()
@@ -302,20 +311,15 @@ class KafkaAdmin:
                 report.drift.append(
                     f"{spec.name}: replication factor {sorted(replicas)}, spec says {rf}"
                 )
-            resource = ConfigResource("topic", spec.name)
-            actual = (
-                self._admin_client()
-                .describe_configs([resource])[resource]
-                .result(timeout=self.timeout_s)
-            )
+            actual = self.topic_config(spec.name)
             for key, want in configs.items():
                 got = actual.get(key)
                 if got is None:
                     report.drift.append(
                         f"{spec.name}: {key} not reported by the broker, spec says {want}"
                     )
-                elif got.value != want:
-                    report.drift.append(f"{spec.name}: {key}={got.value}, spec says {want}")
+                elif got != want:
+                    report.drift.append(f"{spec.name}: {key}={got}, spec says {want}")
             if not any(d.startswith(f"{spec.name}:") for d in report.drift):
                 report.unchanged.append(spec.name)
         if reduced:
@@ -332,7 +336,7 @@ class KafkaAdmin:
                 try:
                     future.result(timeout=self.timeout_s)
                 except Exception as exc:
-                    raise KafkaError(f"cannot create topic {name}: {exc}") from None
+                    raise KafkaRequestError(f"cannot create topic {name}: {exc}") from None
                 report.created.append(name)
             self.wait_for_topics(report.created)
         return report
@@ -359,7 +363,7 @@ class KafkaAdmin:
             if not waiting:
                 return
             if time.monotonic() > deadline:
-                raise KafkaError(
+                raise KafkaRequestError(
                     f"topics {sorted(waiting)} created but without leaders after "
                     f"{self.timeout_s:.0f} s on {self.servers}"
                 )

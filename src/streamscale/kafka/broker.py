@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from streamscale import class_archives, jars, processes
+from streamscale.errors import LaunchError
 
 DEFAULT_DATA_DIR = Path(".streamscale/broker")
 LAYOUT = "cluster.json"
@@ -64,7 +65,7 @@ logger.log.level = warn
 """
 
 
-class BrokerError(RuntimeError):
+class BrokerError(LaunchError):
     """The embedded broker could not be found, started, reached or stopped."""
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from streamscale.errors import KafkaRequestError
+
 RELIABLE_PRODUCER_DEFAULTS: dict[str, Any] = {
     "acks": "all",
     "enable.idempotence": True,
@@ -24,7 +26,7 @@ RELIABLE_PRODUCER_DEFAULTS: dict[str, Any] = {
 }
 
 
-class DeliveryError(RuntimeError):
+class DeliveryError(KafkaRequestError):
     """A record could not be delivered to Kafka (after the producer's own retries)."""
 
 

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from streamscale.errors import ConfigError
+
 EARLIEST = -2
 LATEST = -1
 
@@ -25,7 +27,7 @@ class TopicPartition(NamedTuple):
 Offsets = dict[TopicPartition, int]
 
 
-class OffsetError(ValueError):
+class OffsetError(ConfigError):
     """Offsets that cannot be used as given (bad JSON, missing partitions, out of range)."""
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from streamscale.errors import ConfigError
 from streamscale.kafka.offsets import OffsetError, Offsets, TopicPartition, from_json, parse_assign
 
 _TRUE = {"true", "1", "yes"}
@@ -30,7 +31,7 @@ _UNSUPPORTED_KAFKA = {
 }
 
 
-class OptionError(ValueError):
+class OptionError(ConfigError):
     """An option is missing, malformed or in conflict with another; the message says which."""
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
+from streamscale.errors import ConfigError
 from streamscale.kafka.client import DeliveryError, producer_config
 from streamscale.kafka.collector import collector_paused
 from streamscale.kafka.options import SinkOptions, parse_sink
@@ -64,14 +65,14 @@ def _by_topic(batch: Any, default_topic: str | None) -> Iterator[tuple[str, Any]
     names = batch.schema.names
     if "topic" not in names:
         if default_topic is None:
-            raise ValueError("the rows have no topic column and option topic is not set")
+            raise ConfigError("the rows have no topic column and option topic is not set")
         yield default_topic, batch
         return
     topics = batch.column(names.index("topic"))
     if default_topic is not None:
         topics = pc.fill_null(topics, default_topic)
     elif topics.null_count:
-        raise ValueError("a row has a null topic and option topic is not set")
+        raise ConfigError("a row has a null topic and option topic is not set")
     distinct = pc.unique(topics).to_pylist()
     if len(distinct) == 1:
         yield distinct[0], batch
@@ -211,6 +212,22 @@ def reused_producer(kafka: Mapping[str, Any]) -> Iterator[tuple[Any, list[str]]]
     if not kept.failures:
         with _kept_lock:
             _kept.setdefault(key, kept)
+
+
+def close_kept_producers(timeout_s: float = 5.0) -> int:
+    """Flush and close every producer this process keeps; returns how many. Called before
+    the brokers they talk to stop (``streamscale.spark.stop`` does): a kept producer would
+    otherwise retry them for as long as the process lives, and librdkafka logs each failed
+    connect on the console. Producers in use by a write are not kept, hence not closed."""
+    with _kept_lock:
+        kept = list(_kept.values())
+        _kept.clear()
+    for item in kept:
+        try:
+            item.producer.flush(timeout_s)
+        finally:
+            item.producer.close()
+    return len(kept)
 
 
 class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]

@@ -34,6 +34,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from streamscale.errors import KafkaRequestError
 from streamscale.kafka.admin import KafkaAdmin
 from streamscale.kafka.collector import collector_paused
 from streamscale.kafka.offsets import (
@@ -78,7 +79,7 @@ def source_schema(include_headers: bool = False) -> StructType:
     return StructType(fields)
 
 
-class DataLossError(RuntimeError):
+class DataLossError(KafkaRequestError):
     """Offsets the query needs are gone or out of range, and ``failOnDataLoss`` is true."""
 
 
@@ -314,7 +315,7 @@ def _read_range(
             msgs = consumer.consume(num_messages=min(10_000, end - position + 1), timeout=1.0)
             if not msgs:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(
+                    raise KafkaRequestError(
                         f"no records from {topic}-{pid} at offset {position} (reading up to "
                         f"{end}) within {options.poll_timeout_s:.0f} s from {options.servers}"
                     )
@@ -365,7 +366,7 @@ def _read_range(
                             consumer.unassign()
                             consumer.assign([CTP(topic, pid, position)])
                         break
-                    raise RuntimeError(f"Kafka error reading {topic}-{pid}: {err.str()}")
+                    raise KafkaRequestError(f"Kafka error reading {topic}-{pid}: {err.str()}")
             if len(pending) >= ARROW_BATCH_ROWS or (done and pending):
                 yield arrow_batch(pending, topic, pid, include_headers)
                 pending = []

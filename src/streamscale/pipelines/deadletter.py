@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from streamscale.errors import RecordError
+
 NOT_JSON: Final = "not_json"
 WRONG_TYPE: Final = "wrong_type"
 MISSING_FIELD: Final = "missing_field"
@@ -187,7 +189,7 @@ def dead_letter_batch(letters: Sequence[DeadLetter], dlq_topic: str) -> Any:
     )
 
 
-class Refused(ValueError):
+class Refused(RecordError):
     """A key or body that cannot be used: :mod:`.deadletter` error code and a sentence."""
 
     def __init__(self, error: str, detail: str) -> None:

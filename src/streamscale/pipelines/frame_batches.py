@@ -1,8 +1,8 @@
 """Game frames and approvals as Arrow batches: parsed, checked, paired and summed per column.
 
 This is the per-task half of the game-sessions pipeline (:mod:`.game_sessions` runs it on
-Spark's executors through ``mapInArrow``; :mod:`.sessions` is the driver's half). It works on
-whole Arrow columns with pyarrow's compute kernels and NumPy, never one Python call per
+Spark's executors through ``mapInArrow``; :mod:`.sessions` closes what Spark's state kept).
+It works on whole Arrow columns with pyarrow's compute kernels and NumPy, never one Python call per
 record, and imports neither pyspark nor confluent_kafka, so it is tested on its own.
 
 - **Parsing.** A key or body in the exact compact form the producers write (the shapes of
@@ -19,11 +19,11 @@ record, and imports neither pyspark nor confluent_kafka, so it is tested on its 
   refused.
 - **Pairing.** An approval carries its frame's header, so "approved within the window" is a
   check of the approval alone (its Kafka timestamp within ``[ts, ts + window]``); pairing is
-  then a sum per header. :func:`pair` pairs what one task read; headers left unpaired are
-  handed to the driver, which pairs them across tasks and batches.
+  then a sum per header. :func:`pair` pairs what one task read; headers left unpaired go
+  to Spark's state store, where they are paired when their session window closes.
 - **Spans.** Approved frames are summed per machine and ``ts // gap`` (:func:`spans`): frames
   of one such bucket are less than a gap apart, so they always fall into one session, and
-  the driver merges a few hundred spans per batch instead of every frame.
+  the state store keeps a few spans per machine and batch instead of every frame.
 """
 
 from __future__ import annotations
@@ -331,7 +331,6 @@ ALWAYS_COUNTED: Final = (
     "approvals_dlq.records",
     "hits_dlq.frames",
     "hits_dlq.hits",
-    "join.late_frames",
     "join.late_approvals",
 )
 """Counts reported even when zero (the others, per error code, only when they occur)."""
@@ -345,24 +344,10 @@ class Frames:
     approvals: list[pa.Table] = field(default_factory=list)
     dead: list[DeadLetter] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ALWAYS_COUNTED, 0))
-    max_ts: dict[str, int] = field(default_factory=dict)
-    """The newest header ``ts`` of each input ("frames", "approvals"), for the watermark."""
 
     def count(self, name: str, n: int = 1) -> None:
         if n:
             self.counts[name] = self.counts.get(name, 0) + int(n)
-
-    def on_time(self, what: str, ts: Any, usable: Any, late_before: int | None) -> Any:
-        """Note the newest ts; count and drop records behind the watermark (``late_before``):
-        their header may already be settled, so they cannot be paired any more."""
-        if usable.any():
-            newest = int(ts[usable].max())
-            self.max_ts[what] = max(self.max_ts.get(what, newest), newest)
-        if late_before is None:
-            return usable
-        late = usable & (ts < late_before)
-        self.count(f"join.late_{what}", int(late.sum()))
-        return usable & ~late
 
     def refuse(self, batch: pa.RecordBatch, i: int, what: str, error: str, detail: str) -> None:
         """Dead-letter row ``i`` of ``batch`` (``what``: "frames" or "approvals")."""
@@ -412,7 +397,7 @@ def _table(columns: Mapping[str, Any], rows: Any) -> pa.Table:
     )
 
 
-def read_frames(batch: pa.RecordBatch, out: Frames, late_before: int | None = None) -> None:
+def read_frames(batch: pa.RecordBatch, out: Frames) -> None:
     """Parse a batch of frame records (the source's columns) into ``out``."""
     n = batch.num_rows
     if not n:
@@ -450,15 +435,12 @@ def read_frames(batch: pa.RecordBatch, out: Frames, late_before: int | None = No
         out.refuse(batch, i, "frames", dl.UNDECODABLE_HIT, detail)
         out.count("hits_dlq.frames")
         out.count("hits_dlq.hits", int(stats["n_bad"][i]))
-    usable = out.on_time("frames", ts, usable, late_before)
     frames = np.ones(n, np.int64)
     columns = {"machine": machine, "zone": zone, "game": game, "frames": frames, **stats}
     out.frames.append(_table({**columns, "first_ts": ts, "last_ts": ts}, usable))
 
 
-def read_approvals(
-    batch: pa.RecordBatch, out: Frames, window_ms: int, late_before: int | None = None
-) -> None:
+def read_approvals(batch: pa.RecordBatch, out: Frames, window_ms: int) -> None:
     """Parse a batch of approval records into ``out``; an approval whose Kafka timestamp is
     outside ``[ts, ts + window_ms]`` is late as it arrives (counted, not paired)."""
     n = batch.num_rows
@@ -471,7 +453,6 @@ def read_approvals(
     for i in np.flatnonzero(tombstones).tolist():
         out.refuse(batch, i, "approvals", dl.NULL_VALUE, "approval value is null (a tombstone)")
     usable &= ~tombstones
-    usable = out.on_time("approvals", ts, usable, late_before)
     stamps = pc.cast(batch.column("timestamp"), pa.int64()).to_numpy(zero_copy_only=False)
     approved_at = stamps // 1000
     in_window = usable & (approved_at >= ts) & (approved_at <= ts + window_ms)

@@ -13,90 +13,79 @@ one JSON record per closed session keyed by the machine id::
 ``start``/``end`` are the session window (``end`` = last frame + gap), ``firstTs``/``lastTs``
 the first and last frame's ``ts``; all epoch milliseconds.
 
-**Semantics.** Event time is the header's ``ts`` on both inputs; the watermark is the newest
-``ts`` of each input minus ``watermark_delay_s``, the slower input holding it back. An
-approval is in time when its Kafka timestamp is within ``[ts, ts + approval_window_s]``; a
-frame is approved as soon as an in-time approval with its header has been read (the same
-equi-join on the header as a stream-stream join, its time predicate being on the approval
-alone). A header the watermark passes unpaired is settled: its frame is *unapproved*, an
-approval without a frame *late*. Approved frames are summed per machine into session windows
-(``session_gap_s``) and a session is written once, when the watermark passes its end.
-Records behind the watermark are counted as late and not paired. A second approval of an
-approved frame in the same batch is a *duplicate*; in a later batch, a late approval.
+**Semantics.** Event time is the header's ``ts`` on both inputs. An approval is in time
+when its Kafka timestamp is within ``[ts, ts + approval_window_s]``; a frame is approved when
+an in-time approval with its header has been read (the same equi-join on the header as a
+stream-stream join, its time predicate being on the approval alone). Approved frames are
+summed per machine into session windows (``session_gap_s``) and a session is written once,
+when the watermark passes its end (Spark's append mode). The watermark is Spark's: the newest
+``ts`` read minus ``watermark_delay_s``. A header still unpaired when the session window that
+holds it closes is settled: its frame is *unapproved*, an approval without a frame *late*.
+A second approval of an approved frame in the same batch is a *duplicate*; in a later batch,
+a late approval. A row whose window would already be closed when it arrives (its
+``last ts + gap`` behind the watermark) is dropped by Spark and counted (``late.rows``).
 
-**How, and why this way.** One query, one checkpoint; by default (``kafka_source=auto``) the
-``streamscale-kafka`` source reads both topics co-partitioned (``coPartitioned``: one task
-reads partition ``p`` of both, as a Kafka Streams join task does, so a frame and its
-approval normally meet in one task), and each micro-batch runs in ``foreachBatch``:
+**How, and why this way.** One query, one checkpoint, and its state in Spark's state store:
 
-1. one Spark job: each task parses its records as Arrow columns (:mod:`.frame_batches`:
-   vectorized, no Python call per record), writes the records it cannot use to
-   ``game-sessions-dlq``, pairs frames and approvals by header and sums approved frames per
-   machine and gap-sized bucket; it returns those few sums, its unpaired headers and its
-   counts to the driver;
-2. the driver (:mod:`.sessions`) pairs the unpaired headers across tasks and batches, moves
-   the watermark, settles headers, merges sessions, writes the closed ones to ``SESSIONS``
-   and saves its state (pending headers, open sessions, newest ts per input) in the
-   checkpoint, ``sessions/<batch id>``, before the batch commits.
+1. by default (``kafka_source=auto``) the ``streamscale-kafka`` source reads both topics
+   co-partitioned (``coPartitioned``: one task reads partition ``p`` of both, as a Kafka
+   Streams join task does, so a frame and its approval normally meet in one task). Each task
+   parses its records as Arrow columns (``mapInArrow``, :mod:`.frame_batches`: vectorized, no
+   Python call per record), writes the records it cannot use to ``game-sessions-dlq``, pairs
+   frames and approvals by header and sums approved frames per machine and gap-sized bucket
+   (*spans*); it returns the spans, the headers it could not pair and one row of counts
+   (gathered by Spark's ``observe`` into the batch's progress);
+2. ONE shuffle by machine into Spark's session-window aggregation (``session_window`` with a
+   per-row gap, ``[first_ts, last_ts + gap)``), JVM code only, state in the state store
+   (RocksDB with changelog checkpointing by default, ``spark.sql.shuffle.partitions`` state
+   partitions spread over the executors): each open window keeps the rows that fell into it;
+3. when the watermark passes a window's end, Spark emits it to ``foreachBatch``, where a
+   second ``mapInArrow`` pairs its headers, splits it into the machine's true sessions
+   (:func:`.sessions.close`) and writes them to ``SESSIONS``, on the executors.
 
-The earlier design, Spark SQL parsing and a streaming aggregation per header and per
-session window in RocksDB, ran at 13-27k frames/s on this machine: two shuffles, a state
-store update and removal per header, and about 25 µs of JVM time per frame for JSON and hit
-parsing. This one needs no shuffle and keeps state only for what is not yet paired
-(``docs/benchmarks.md``). Topics that are not co-partitioned (a producer that does not key by
-header, or other partition counts, which the co-partitioned read refuses at start) still give
-exact results: every header then pairs on the driver, which is slower.
+The driver keeps nothing a restart needs: a restarted query is Spark's restart from the
+checkpoint (offsets, state store), which replays the uncommitted batch. Output and dead
+letters are at-least-once (a replayed batch may repeat them); counts and state are exact.
 
-**Kafka reader.** Spark's connector (``kafka_source=kafka``) reads one topic-partition per
-task, so no task holds both a frame and its approval: every header takes the driver path
-above, with the same exact sessions. Measured with ``benchmarks/pipelines.py --frames 100000
---game-batch 100000`` and ``--frames 200000 --game-batch 200000``, both readers alternating
-in one warm Spark session on a quiet moment of this shared 2-core machine: co-partitioned
-``streamscale-kafka`` ran 2.1-2.6x the steady rate (113-221k against 53-87k records/s) and
-took 0.7-1.1x the time end to end, median 0.8x (2.6-3.8 s against 3.0-4.1 s for two
-batches, mostly fixed costs); hence the default. Under a load of 5-14 single-source runs
-differed by up to 3x between identical runs.
-
-A restarted query reloads the state of the last committed batch and replays the
-uncommitted one; output and dead letters are at-least-once (a replayed batch may repeat
-them), counts and state are exact.
+Topics that are not co-partitioned (a producer that does not key by header, or other
+partition counts, which the co-partitioned read refuses at start) and Spark's connector
+(``kafka_source=kafka``, one topic-partition per task) still give exact results: no task
+holds both a frame and its approval, and every header is paired when its window closes,
+which costs state but no driver work.
 
 Counts (:meth:`GameSessions.batch_counts`): frames in = ``frames_dlq.records`` +
-``join.approved`` + ``join.unapproved`` + ``join.late_frames`` + pending frames;
-approvals in = ``approvals_dlq.records`` + ``join.approved`` + ``join.duplicate_approvals`` +
-``join.late_approvals`` + pending approvals (duplicate frames aside); hits of approved
-frames = ``join.hits`` + ``join.hits_undecodable``. Counts named ``now.*`` (pending frames and
-approvals, open sessions) are levels at the end of the batch, the others per batch.
+``join.approved`` + ``join.unapproved`` + frames in rows dropped as late + frames in windows
+still open; approvals in = ``approvals_dlq.records`` + ``join.approved`` +
+``join.duplicate_approvals`` + ``join.late_approvals`` + those still open (duplicate frames
+aside); hits of approved frames = ``join.hits`` + ``join.hits_undecodable``. A pair made in a
+task is counted in its batch, a pair made when its window closes in that batch.
+``late.rows`` counts the rows (spans and headers) Spark dropped as late; the state operator's
+figures (rows updated and removed, memory, RocksDB metrics) are in the query progress.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from streamscale.pipelines import checkpoint_files as files
 from streamscale.pipelines import deadletter as dl
-from streamscale.pipelines import sessions as driver
-from streamscale.pipelines.query import ForeachBatchQuery, read_kafka
+from streamscale.pipelines.query import ForeachBatchQuery, progress_data, read_kafka
 from streamscale.settings import KafkaSource, Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-log = logging.getLogger(__name__)
-
 NAME: Final = "game-sessions"
-STATE_DIR: Final = "sessions"
-KEEP_STATES: Final = 5
-"""State files kept in the checkpoint (the newest is the one a restart needs)."""
 
 SPAN: Final = "span"
 HEADER: Final = "header"
 COUNTS: Final = "counts"
+EVENT_TIME: Final = "event_time"
+ROWS: Final = "rows"
+OBSERVED: Final = "game-sessions-tasks"
+"""Name of the observed metric that gathers the tasks' counts into the batch's progress."""
 
 
 @dataclass(frozen=True)
@@ -122,12 +111,12 @@ def task_schema() -> str:
 
 @dataclass(frozen=True)
 class BatchTask:
-    """What every task of one micro-batch runs (pickled to the executors)."""
+    """What every task of a micro-batch runs on the records it read (pickled to the
+    executors): parse, dead-letter, pair, sum (module doc, step 1)."""
 
     requests: str
     window_ms: int
     gap_ms: int
-    late_before: int | None
     dlq: str
     sink_options: Mapping[str, str]
 
@@ -144,25 +133,23 @@ class BatchTask:
                 if not batch.num_rows:
                     continue
                 is_request = pc.equal(batch.column("topic"), self.requests)
-                frames = batch.filter(is_request)
-                approvals = batch.filter(pc.invert(is_request))
-                fb.read_frames(frames, out, self.late_before)
-                fb.read_approvals(approvals, out, self.window_ms, self.late_before)
+                fb.read_frames(batch.filter(is_request), out)
+                fb.read_approvals(batch.filter(pc.invert(is_request)), out, self.window_ms)
             paired = fb.pair(out.frames + out.approvals)
             if out.dead:
                 write_rows(self.sink_options, [dl.dead_letter_batch(out.dead, self.dlq)])
             counts = dict(out.counts)
             for name, n in paired.counts.items():
                 counts[name] = counts.get(name, 0) + n
-            tables = [
+            for kind, table in (
                 (SPAN, fb.spans(paired.approved, self.gap_ms)),
                 (HEADER, paired.unpaired),
-            ]
-            for kind, table in tables:
+            ):
                 if table.num_rows:
                     yield from _tagged(table, kind).to_batches()
-            summary = json.dumps({"counts": counts, "max_ts": out.max_ts})
-            yield _tagged(fb.SPAN_SCHEMA.empty_table(), COUNTS, 1, summary).to_batches()[0]
+            yield _tagged(fb.SPAN_SCHEMA.empty_table(), COUNTS, 1, json.dumps(counts)).to_batches()[
+                0
+            ]
 
 
 def _tagged(table: Any, kind: str, rows: int | None = None, counts: str | None = None) -> Any:
@@ -180,8 +167,67 @@ def _tagged(table: Any, kind: str, rows: int | None = None, counts: str | None =
     )
 
 
+@dataclass(frozen=True)
+class CloseTask:
+    """What every task runs on the session windows Spark closed in a batch (pickled to the
+    executors): pair, split into sessions, write them (module doc, step 3). Yields one row
+    of counts."""
+
+    gap_ms: int
+    output: str
+    sink_options: Mapping[str, str]
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from streamscale.kafka.collector import collector_paused
+        from streamscale.kafka.sink import write_rows
+        from streamscale.pipelines import frame_batches as fb
+        from streamscale.pipelines import sessions
+
+        with collector_paused():
+            read = [b for b in batches if b.num_rows]
+            rows = pa.Table.from_batches(read) if read else None
+            if rows is None:
+                yield _counts_batch({})
+                return
+            kinds = rows.column("kind")
+            spans = rows.filter(pc.equal(kinds, SPAN)).select(fb.SPAN_SCHEMA.names)
+            headers = rows.filter(pc.equal(kinds, HEADER)).select(fb.SPAN_SCHEMA.names)
+            closed = sessions.close(
+                spans.cast(fb.SPAN_SCHEMA), headers.cast(fb.SPAN_SCHEMA), self.gap_ms
+            )
+            if closed.sessions:
+                records = [s.record(self.gap_ms) for s in closed.sessions]
+                batch = pa.RecordBatch.from_pydict(
+                    {
+                        "key": [k for k, _ in records],
+                        "value": [v for _, v in records],
+                        "topic": [self.output] * len(records),
+                    },
+                    schema=pa.schema(
+                        [("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string())]
+                    ),
+                )
+                write_rows(self.sink_options, [batch])
+            yield _counts_batch(closed.counts)
+
+
+def _counts_batch(counts: Mapping[str, int]) -> Any:
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_pydict({"counts": [json.dumps(dict(counts))]})
+
+
+def _add(total: dict[str, int], counts: Mapping[str, Any]) -> None:
+    for name, n in counts.items():
+        total[name] = total.get(name, 0) + int(n)
+
+
 class GameSessions(ForeachBatchQuery):
-    """The game-sessions query: build with the settings, :meth:`start`, read :attr:`counts`."""
+    """The game-sessions query: build with the settings, :meth:`start`, read
+    :meth:`batch_counts` of its progress."""
 
     name = NAME
     default_source: KafkaSource = "streamscale-kafka"
@@ -197,135 +243,77 @@ class GameSessions(ForeachBatchQuery):
         self.source = source or settings.source_for(self.default_source)
         self.checkpoint = checkpoint.rstrip("/")
         self.topics = topics or GameTopics()
-        self.state = driver.State()
-        self.watermark: int | None = None
         self.counts: dict[int, dict[str, int]] = {}
-        self._next_batch: int | None = None
-        self._lock = threading.Lock()
+        """The closing step's counts per batch id (what the tasks counted is in the progress)."""
 
     @property
     def gap_ms(self) -> int:
         return int(self.settings.session_gap_s * 1000)
 
     def stream(self, spark: SparkSession) -> DataFrame:
-        """Frames and approvals in one source: co-partitioned with ``streamscale-kafka``;
-        with Spark's connector each task reads one topic-partition and every header pairs
-        on the driver."""
-        return read_kafka(
+        """The open session windows of every machine, in Spark's state store; Spark hands
+        the closed ones to :meth:`process_batch` (module doc, steps 1-2)."""
+        from pyspark.sql import functions as F
+
+        s = self.settings
+        records = read_kafka(
             spark,
-            self.settings,
+            s,
             self.source,
             subscribe=f"{self.topics.requests},{self.topics.approvals}",
-            starting=self.settings.starting_offsets,
+            starting=s.starting_offsets,
             query_name=self.name,
             co_partitioned=True,
         )
+        task = BatchTask(
+            requests=self.topics.requests,
+            window_ms=int(s.approval_window_s * 1000),
+            gap_ms=self.gap_ms,
+            dlq=self.topics.dlq,
+            sink_options=s.source_options(),
+        )
+        rows = records.select("key", "value", "topic", "partition", "offset", "timestamp")
+        rows = rows.mapInArrow(task, task_schema())
+        rows = rows.observe(OBSERVED, F.collect_list("counts").alias("tasks"))
+        delay_ms = round(s.watermark_delay_s * 1000)
+        timed = (
+            rows.filter(F.col("kind") != COUNTS)
+            .drop("counts")
+            .withColumn(EVENT_TIME, F.timestamp_millis("first_ts"))
+            .withWatermark(EVENT_TIME, f"{delay_ms} milliseconds")
+        )
+        seconds = (F.col("last_ts") - F.col("first_ts") + self.gap_ms) / 1000
+        gap = F.make_interval(secs=seconds.cast("decimal(18,3)"))
+        kept = [c for c in timed.columns if c not in ("machine", EVENT_TIME)]
+        return timed.groupBy("machine", F.session_window(EVENT_TIME, gap)).agg(
+            F.collect_list(F.struct(*kept)).alias(ROWS)
+        )
+
+    def process_batch(self, batch: DataFrame, batch_id: int) -> None:
+        """Close the windows Spark emitted: pair, split, write sessions (on the executors)."""
+        from pyspark.sql import functions as F
+
+        task = CloseTask(self.gap_ms, self.topics.output, self.settings.source_options())
+        rows = batch.select("machine", F.inline(ROWS))
+        counts: dict[str, int] = {}
+        for row in rows.mapInArrow(task, "counts STRING").collect():
+            _add(counts, json.loads(row["counts"]))
+        self.counts[batch_id] = counts
 
     def counts_of(self, batch_id: int) -> dict[str, int]:
         counts = self.counts.get(batch_id)
         return dict(counts) if counts is not None else {}
 
-    # one micro-batch -------------------------------------------------------------------------
-    def process_batch(self, batch: DataFrame, batch_id: int) -> None:
-        """Run the batch's job, advance the driver's state, write closed sessions, save."""
-        spark = batch.sparkSession
-        with self._lock:
-            if self._next_batch != batch_id:
-                self.state = self._load(spark, batch_id)
-            s = self.settings
-            task = BatchTask(
-                requests=self.topics.requests,
-                window_ms=int(s.approval_window_s * 1000),
-                gap_ms=self.gap_ms,
-                late_before=self.state.watermark(int(s.watermark_delay_s * 1000)),
-                dlq=self.topics.dlq,
-                sink_options=s.source_options(),
-            )
-            columns = batch.select("key", "value", "topic", "partition", "offset", "timestamp")
-            rows = columns.mapInArrow(task, task_schema()).toArrow()
-            spans, unpaired, counts, max_ts = _split(rows)
-            advanced = driver.advance(
-                self.state,
-                spans,
-                unpaired,
-                max_ts,
-                gap_ms=self.gap_ms,
-                delay_ms=int(s.watermark_delay_s * 1000),
-            )
-            if advanced.closed:
-                self._write_sessions(advanced.closed)
-            for name, n in advanced.counts.items():
-                counts[name] = counts.get(name, 0) + n
-            self._save(spark, batch_id, advanced.state)
-            self.state = advanced.state
-            self.watermark = advanced.watermark
-            self.counts[batch_id] = counts
-            self._next_batch = batch_id + 1
-
-    def _write_sessions(self, closed: list[driver.Session]) -> None:
-        import pyarrow as pa
-
-        from streamscale.kafka.sink import write_rows
-
-        records = [s.record(self.gap_ms) for s in closed]
-        batch = pa.RecordBatch.from_pydict(
-            {
-                "key": [k for k, _ in records],
-                "value": [v for _, v in records],
-                "topic": [self.topics.output] * len(records),
-            },
-            schema=pa.schema(
-                [("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string())]
-            ),
-        )
-        write_rows(self.settings.source_options(), [batch])
-
-    # state in the checkpoint -------------------------------------------------------------------
-    def _state_path(self, batch_id: int) -> str:
-        return f"{self.checkpoint}/{STATE_DIR}/{batch_id}"
-
-    def _load(self, spark: SparkSession, batch_id: int) -> driver.State:
-        """The state as of the start of ``batch_id``: the one saved by the batch before."""
-        self._next_batch = batch_id
-        if batch_id == 0:
-            return driver.State()
-        data = files.read_bytes(spark, self._state_path(batch_id - 1))
-        if data is None:
-            raise RuntimeError(
-                f"the checkpoint {self.checkpoint} has no game-sessions state for batch "
-                f"{batch_id - 1} ({self._state_path(batch_id - 1)}): it was written by another "
-                "version of the pipeline or damaged; start from a new checkpoint location"
-            )
-        state = driver.State.from_bytes(data)
-        log.info(
-            "game sessions: state of batch %d loaded: %d pending headers, %d open sessions",
-            batch_id - 1,
-            state.pending.num_rows,
-            len(state.open),
-        )
-        return state
-
-    def _save(self, spark: SparkSession, batch_id: int, state: driver.State) -> None:
-        files.write_bytes(spark, self._state_path(batch_id), state.to_bytes())
-        if batch_id >= KEEP_STATES:
-            files.delete(spark, self._state_path(batch_id - KEEP_STATES))
-
-
-def _split(rows: Any) -> tuple[list[Any], list[Any], dict[str, int], dict[str, int]]:
-    """The collected task output: spans, unpaired headers, summed counts, newest ts."""
-    import pyarrow.compute as pc
-
-    from streamscale.pipelines.frame_batches import SPAN_SCHEMA
-
-    kinds = rows.column("kind")
-    spans = rows.filter(pc.equal(kinds, SPAN)).select(SPAN_SCHEMA.names).cast(SPAN_SCHEMA)
-    headers = rows.filter(pc.equal(kinds, HEADER)).select(SPAN_SCHEMA.names).cast(SPAN_SCHEMA)
-    counts: dict[str, int] = {}
-    max_ts: dict[str, int] = {}
-    for text in rows.filter(pc.equal(kinds, COUNTS)).column("counts").to_pylist():
-        summary = json.loads(text)
-        for name, n in summary["counts"].items():
-            counts[name] = counts.get(name, 0) + int(n)
-        for name, ts in summary["max_ts"].items():
-            max_ts[name] = max(max_ts.get(name, ts), int(ts))
-    return [spans], [headers], counts, max_ts
+    def batch_counts(self, progress: Any) -> dict[str, int]:
+        """The batch's counts: the tasks' (observed), the closing step's, and the rows Spark
+        dropped as late (``late.rows``, from the state operator's progress)."""
+        data = progress_data(progress)
+        counts = super().batch_counts(data)
+        observed = (data.get("observedMetrics") or {}).get(OBSERVED) or {}
+        for text in observed.get("tasks") or []:
+            _add(counts, json.loads(text))
+        operators = data.get("stateOperators") or []
+        if operators:
+            late = sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in operators)
+            counts["late.rows"] = late
+        return counts

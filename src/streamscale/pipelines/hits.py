@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Literal, cast
 
+from streamscale.errors import RecordError
+
 Key = Literal["X", "O"]
 Direction = Literal["UP", "DOWN", "RIGHT", "LEFT"]
 ImpactType = Literal["Fatal", "Critical", "Special", "Direct", "Missed"]
@@ -100,7 +102,7 @@ _HEX8 = re.compile(r"[0-9A-Fa-f]{8}")
 _MACHINE = re.compile(r"[0-9]{6}")
 
 
-class HitDecodeError(ValueError):
+class HitDecodeError(RecordError):
     """A hit string that does not decode; ``reason`` is one of :data:`HIT_DECODE_REASONS`."""
 
     def __init__(self, reason: str, detail: str) -> None:
@@ -109,7 +111,7 @@ class HitDecodeError(ValueError):
         self.detail = detail
 
 
-class FrameDecodeError(ValueError):
+class FrameDecodeError(RecordError):
     """A frame key or body that is not the documented JSON; ``reason`` names what is wrong."""
 
     def __init__(self, reason: str, detail: str) -> None:
@@ -144,14 +146,14 @@ class Hit:
 def _code_hex(table: Mapping[str, int], value: str, width: int, field: str) -> str:
     code = table.get(value)
     if code is None:
-        raise ValueError(f"{field} {value!r} is not one of {', '.join(table)}")
+        raise RecordError(f"{field} {value!r} is not one of {', '.join(table)}")
     return f"{code:0{width}X}"
 
 
 def encode_hit(hit: Hit) -> str:
     """The 8-character upper-case hex form of ``hit``; ValueError if a field is out of range."""
     if type(hit.impact) is not int or not IMPACT_MIN <= hit.impact <= IMPACT_MAX:
-        raise ValueError(f"impact {hit.impact!r} is not an int in {IMPACT_MIN}-{IMPACT_MAX}")
+        raise RecordError(f"impact {hit.impact!r} is not an int in {IMPACT_MIN}-{IMPACT_MAX}")
     return (
         f"{hit.impact:02X}"
         + _code_hex(KEY_CODES, hit.key, 1, "key")

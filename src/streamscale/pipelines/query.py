@@ -4,6 +4,7 @@ counts looked up by the batch id of a progress event."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,15 @@ def read_kafka(
         if co_partitioned:
             reader = reader.option("coPartitioned", "true")
     return reader.load()
+
+
+def progress_data(progress: Any) -> dict[str, Any]:
+    """A ``StreamingQueryProgress`` (or its JSON data) as plain JSON data (PySpark's
+    progress is a dict too, but holds ``Row`` objects: its ``json`` is plain)."""
+    text = getattr(progress, "json", None)
+    if isinstance(text, str):
+        return dict(json.loads(text))
+    return dict(progress)
 
 
 class ForeachBatchQuery:

@@ -6,11 +6,14 @@ records lag (end offsets minus processed offsets, summed over partitions) and th
 pipeline's own counts (output, dead letters, filtered). SIGINT or SIGTERM asks for a stop:
 the query is stopped once the current batch is committed (bounded wait), so nothing is
 replayed on the next start but that batch's sink output at most.
+
+The runner knows nothing of scaling: ``streamscale run --autoscale`` passes the Spark
+settings a cluster manager needs and a hook that attaches the autoscaler to the session
+(:data:`Attach`), composed on the command-line side.
 """
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
 import time
@@ -19,12 +22,19 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from streamscale.autoscale.runtime import AutoscaleOptions, start_autoscaler
+from streamscale.errors import ConfigError, PipelineError
+from streamscale.pipelines.query import progress_data
 from streamscale.settings import KafkaSource, Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+    from streamscale.lag.model import LagTracker
+
+Attach = Callable[["SparkSession", "LagTracker", str], Callable[[], None]]
+"""Attaches something to a running pipeline (the autoscaler): called with the session, the
+lag model and the query's name before the query starts; returns the function that stops it."""
 
 PIPELINE_NAMES = ("enrichment", "game-sessions")
 STOP_WAIT_S = 300.0  # longest wait for the current batch to commit after a stop request
@@ -52,7 +62,7 @@ def make_pipeline(name: str, settings: Settings, checkpoint: str) -> Pipeline:
         from streamscale.pipelines.game_sessions import GameSessions
 
         return GameSessions(settings, checkpoint)
-    raise ValueError(f"unknown pipeline {name!r}: choose one of {', '.join(PIPELINE_NAMES)}")
+    raise ConfigError(f"unknown pipeline {name!r}: choose one of {', '.join(PIPELINE_NAMES)}")
 
 
 def checkpoint_for(settings: Settings, name: str) -> str:
@@ -98,13 +108,6 @@ def format_progress(progress: Mapping[str, Any], counts: Mapping[str, int]) -> s
     if shown:
         parts.append(" ".join(f"{k}={v:,}" for k, v in shown.items()))
     return " | ".join(parts)
-
-
-def progress_dict(progress: Any) -> dict[str, Any]:
-    """A ``StreamingQueryProgress`` as plain JSON data."""
-    if isinstance(progress, Mapping):
-        return dict(progress)
-    return dict(json.loads(progress.json))
 
 
 def _has_observed(data: Mapping[str, Any]) -> bool:
@@ -160,7 +163,7 @@ def drive(
     def report() -> None:
         nonlocal last_seen
         for progress in query.recentProgress:
-            data = progress_dict(progress)
+            data = progress_data(progress)
             stamp = str(data.get("timestamp", ""))
             if stamp <= last_seen:
                 continue
@@ -189,24 +192,6 @@ def drive(
     return totals
 
 
-def elastic_conf(master: str, autoscale: AutoscaleOptions) -> dict[str, str]:
-    """Spark settings a cluster manager needs for the autoscaler to drive executors."""
-    if master.startswith("spark://"):
-        from streamscale.cluster import app_conf
-
-        return app_conf(master, autoscale.max_executors)
-    if master.startswith("k8s://"):
-        return {
-            "spark.dynamicAllocation.enabled": "false",
-            "spark.executor.instances": str(autoscale.min_executors),
-            "spark.executor.cores": "1",
-        }
-    raise ValueError(
-        f"--autoscale needs a cluster manager that takes executor requests (spark://, k8s://); "
-        f"the master is {master}"
-    )
-
-
 def run(
     name: str,
     settings: Settings,
@@ -214,41 +199,33 @@ def run(
     available_now: bool = False,
     checkpoint: str | None = None,
     echo: Callable[[str], None] = print,
-    autoscale: AutoscaleOptions | None = None,
+    extra_conf: Mapping[str, str] | None = None,
+    attach: Attach | None = None,
 ) -> dict[str, int]:
     """Run pipeline ``name`` until it ends (``available_now``) or a stop signal; raise the
     query's error if it failed. Returns the counts summed over the batches.
 
     The lag monitor serves ``/metrics`` on ``settings.metrics_port`` (0: a free port, -1:
-    none); with ``autoscale`` the autoscaler drives the executors of the query.
+    none). ``extra_conf``: Spark settings for the session; ``attach``: called once the
+    session and the lag model are up, before the query starts (the autoscaler), and stopped
+    after it.
     """
     from streamscale.kafka.commits import group_committer
     from streamscale.lag import start_monitor
     from streamscale.spark import session
     from streamscale.spark import stop as stop_session
 
-    extra = elastic_conf(settings.spark_master, autoscale) if autoscale else {}
-    spark = session(settings, app_name=f"streamscale-{name}", extra_conf=extra)
+    spark = session(settings, app_name=f"streamscale-{name}", extra_conf=dict(extra_conf or {}))
     monitor = None
-    controller = None
+    detach: Callable[[], None] | None = None
     try:
         port = None if settings.metrics_port < 0 else settings.metrics_port
         monitor = start_monitor(spark, host=settings.metrics_host, port=port)
         if monitor.server is not None:
             echo(f"{name}: metrics at {monitor.server.url}")
         pipeline = make_pipeline(name, settings, checkpoint or checkpoint_for(settings, name))
-        if autoscale is not None:
-            controller = start_autoscaler(
-                spark,
-                pipeline.name,
-                monitor.tracker,
-                autoscale,
-                settings=settings,
-            )
-            echo(
-                f"{name}: autoscaler on ({autoscale.policy} policy, "
-                f"{autoscale.min_executors}-{autoscale.max_executors} executors)"
-            )
+        if attach is not None:
+            detach = attach(spark, monitor.tracker, pipeline.name)
         with StopRequest() as stop:
             query = pipeline.start(spark, trigger_for(settings, available_now))
             echo(
@@ -261,11 +238,11 @@ def run(
             echo(f"{name}: warning: the last batch's offsets were not committed to its group")
         error = query.exception()
         if error is not None:
-            raise RuntimeError(f"{name} failed: {error}")
+            raise PipelineError(f"{name} failed: {error}")
         return totals
     finally:
-        if controller is not None:
-            controller.stop()
+        if detach is not None:
+            detach()
         if monitor is not None:
             monitor.stop()
         stop_session(spark)

@@ -1,42 +1,37 @@
-"""The driver's half of game sessions: pairing across tasks and batches, the watermark, and
-session windows per machine, with the state as bytes for the checkpoint.
+"""Closing game sessions: what Spark's session-window state hands over when a window closes,
+turned into the pipeline's sessions and counts.
 
-Each micro-batch, the tasks (:mod:`.frame_batches`) hand over the spans of the frames they
-approved, the headers they could not pair and the newest header ``ts`` of each input.
-:func:`advance` then, on the driver:
+The state of game sessions lives in Spark's state store (:mod:`.game_sessions`): every row a
+task could not settle on its own (the spans of frames it approved, the headers it could not
+pair) is kept per machine in a session window of Spark's own, each row opening the window
+``[first_ts, last_ts + gap)``. Windows that overlap merge, so one closed window of Spark holds
+every row of a machine that could belong to the same session: the headers of one frame (same
+machine, same ``ts``) always meet in one window. :func:`close` then, once Spark has closed a
+window (the watermark passed its end):
 
-1. moves the **watermark** to ``min over inputs (newest ts) - delay`` (an input that has never
-   had a usable record does not hold it back, as in Spark);
-2. **pairs** the unpaired headers of every task with those still pending from earlier
-   batches; a header the watermark has passed without being paired is settled: its frames
-   are *unapproved*, its approvals *late* (both counted, never emitted);
-3. merges the approved spans into each machine's **sessions**: a frame joins a session when
-   it is less than ``gap`` after the session's last frame or before its first (Spark's
-   ``session_window``), and sessions that meet merge;
-4. **closes** the sessions whose end (last frame + gap) the watermark has reached: they are
-   returned once, never updated (Spark's append mode).
+1. **pairs** its headers: a header with a frame and an in-window approval is approved; a
+   header with a frame only is *unapproved*, one with approvals only holds *late* approvals;
+2. merges the approved frames with the spans into the machine's true **sessions** (Spark's
+   window may be wider: an unapproved frame can bridge two sessions there, never here): a
+   frame joins a session when it is less than ``gap`` after the session's last frame or
+   before its first, and sessions that meet merge. Every one of them is closed, since it
+   ends no later than Spark's window.
 
-What survives the batch (pending headers, open sessions, newest ts per input) is a
-:class:`State`, saved in the checkpoint after every batch (:meth:`State.to_bytes`). Pure:
-pyarrow only, no Spark, no Kafka, no I/O.
+Pure: pyarrow only, no Spark, no Kafka, no I/O.
 """
 
 from __future__ import annotations
 
-import io
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamscale.pipelines import frame_batches as fb
 from streamscale.pipelines import hits as codec
-
-STATE_VERSION: Final = 1
-_META_KEY: Final = b"streamscale.sessions"
 
 
 @dataclass(frozen=True)
@@ -120,98 +115,26 @@ def merge_sessions(sessions: Iterable[Session], gap_ms: int) -> list[Session]:
     return merged
 
 
-@dataclass(frozen=True)
-class State:
-    """What the pipeline carries from one micro-batch to the next."""
-
-    pending: pa.Table = field(default_factory=fb.SPAN_SCHEMA.empty_table)
-    open: tuple[Session, ...] = ()
-    max_ts: Mapping[str, int] = field(default_factory=dict)
-
-    def watermark(self, delay_ms: int) -> int | None:
-        """Event time before which records are late: min over inputs of newest ts - delay."""
-        return min(self.max_ts.values()) - delay_ms if self.max_ts else None
-
-    def to_bytes(self) -> bytes:
-        """Arrow IPC: the pending headers, with sessions and newest ts as schema metadata."""
-        meta = {
-            "version": STATE_VERSION,
-            "max_ts": dict(self.max_ts),
-            "open": [
-                [s.machine, s.zone, s.game, s.first_ts, s.last_ts, list(s.counters), s.impact_max]
-                for s in self.open
-            ],
-        }
-        table = self.pending.replace_schema_metadata({_META_KEY: json.dumps(meta).encode()})
-        sink = io.BytesIO()
-        with pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
-        return sink.getvalue()
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> State:
-        table = pa.ipc.open_stream(data).read_all()
-        meta = json.loads((table.schema.metadata or {})[_META_KEY])
-        if meta.get("version") != STATE_VERSION:
-            raise ValueError(f"game-sessions state version {meta.get('version')} is not mine")
-        sessions = tuple(
-            Session(m, z, g, f, last, tuple(c), mx) for m, z, g, f, last, c, mx in meta["open"]
-        )
-        return cls(table.replace_schema_metadata(None), sessions, meta["max_ts"])
-
-
 @dataclass
-class Advanced:
-    """One batch's result: the next state, the sessions closed now, and counts."""
+class Closed:
+    """The sessions of closed windows and what closing them counted."""
 
-    state: State
-    closed: list[Session]
+    sessions: list[Session]
     counts: dict[str, int]
-    watermark: int | None
 
 
-def advance(
-    state: State,
-    spans: Sequence[pa.Table],
-    unpaired: Sequence[pa.Table],
-    max_ts: Mapping[str, int],
-    *,
-    gap_ms: int,
-    delay_ms: int,
-) -> Advanced:
-    """Apply one micro-batch's task output to ``state`` (see the module doc)."""
-    newest = dict(state.max_ts)
-    for name, ts in max_ts.items():
-        newest[name] = max(newest.get(name, ts), ts)
-    after = replace(state, max_ts=newest)
-    watermark = after.watermark(delay_ms)
-
-    paired = fb.pair([state.pending, *unpaired])
+def close(spans: pa.Table, headers: pa.Table, gap_ms: int) -> Closed:
+    """The sessions and counts of closed session windows (rows of
+    :data:`.frame_batches.SPAN_SCHEMA`): ``spans`` are approved frames summed by the tasks,
+    ``headers`` the headers they left unpaired (see the module doc)."""
+    paired = fb.pair([headers])
     counts = dict(paired.counts)
-    headers = paired.unpaired
-    if watermark is not None and headers.num_rows:
-        settled = pc.less(headers.column("first_ts"), pa.scalar(watermark, pa.int64()))
-        done = headers.filter(settled)
-        counts["join.unapproved"] = int(pc.sum(done.column("frames")).as_py() or 0)
-        counts["join.late_approvals"] = int(pc.sum(done.column("approvals")).as_py() or 0)
-        headers = headers.filter(pc.invert(settled))
-
+    unpaired = paired.unpaired
+    counts["join.unapproved"] = int(pc.sum(unpaired.column("frames")).as_py() or 0)
+    counts["join.late_approvals"] = int(pc.sum(unpaired.column("approvals")).as_py() or 0)
     by_machine: dict[str, list[Session]] = {}
-    for s in [*state.open, *sessions_of(fb.spans(paired.approved, gap_ms))]:
+    for s in [*sessions_of(spans), *sessions_of(fb.spans(paired.approved, gap_ms))]:
         by_machine.setdefault(s.machine, []).append(s)
-    for table in spans:
-        for s in sessions_of(table):
-            by_machine.setdefault(s.machine, []).append(s)
-    still_open: list[Session] = []
-    closed: list[Session] = []
-    for machine in sorted(by_machine):
-        for s in merge_sessions(by_machine[machine], gap_ms):
-            if watermark is not None and s.last_ts + gap_ms <= watermark:
-                closed.append(s)
-            else:
-                still_open.append(s)
-    counts["now.pending_frames"] = int(pc.sum(headers.column("frames")).as_py() or 0)
-    counts["now.pending_approvals"] = int(pc.sum(headers.column("approvals")).as_py() or 0)
+    closed = [s for m in sorted(by_machine) for s in merge_sessions(by_machine[m], gap_ms)]
     counts["sessions.closed"] = len(closed)
-    counts["now.open_sessions"] = len(still_open)
-    return Advanced(State(headers, tuple(still_open), newest), closed, counts, watermark)
+    return Closed(closed, counts)

@@ -5,7 +5,7 @@ scenario creates its own topics (RF 3, ``min.insync.replicas=2``, every partitio
 1), loads the referential with the project's generator, runs the enrichment pipeline in its
 own process (:mod:`enrichment_proc`) under load from the purchases generator, injects the
 fault, and ends with a reconciliation read from the topics themselves
-(:func:`streamscale.verify.reconcile_topics`): every purchase is in the output or the
+(:func:`streamscale.experiment.verify.reconcile_topics`): every purchase is in the output or the
 dead-letter topic, duplicates counted; every record a producer saw acknowledged is in the
 input topic. The duplicate bound is computed from the pipeline's checkpoint: the records of
 the micro-batches that were in flight when the fault struck or when the pipeline failed.
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamscale.experiment.verify import Reconciliation, reconcile_topics
 from streamscale.generate import Record
 from streamscale.generate.producer import produce
 from streamscale.generate.profiles import make_schedule
@@ -38,7 +39,6 @@ from streamscale.kafka import broker as embedded
 from streamscale.kafka.admin import KafkaAdmin
 from streamscale.kafka.offsets import TopicPartition
 from streamscale.settings import Settings
-from streamscale.verify import Reconciliation, reconcile_topics
 
 HERE = Path(__file__).resolve().parent
 LEADER = 1

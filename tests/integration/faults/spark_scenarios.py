@@ -13,7 +13,7 @@ the duplicate bound from the checkpoint):
   KILL_POINTS`: while its tasks write, after its output and before its commit, while the
   driver rebuilds its referential table, ...) and at random moments, restarted from the
   checkpoint each time; referential renames arrive meanwhile; the output is checked against
-  the reference (:func:`streamscale.verify.compare_enrichment`) and every repeated output
+  the reference (:func:`streamscale.experiment.verify.compare_enrichment`) and every repeated output
   record is identical to its first copy.
 
 Each phase ends with a reconciliation of its own purchases (input = output + dead letters by
@@ -54,13 +54,18 @@ from scenarios import (
 
 from streamscale import cluster as standalone
 from streamscale import processes
+from streamscale.experiment.verify import (
+    Verification,
+    compare_enrichment,
+    dead_letters_of,
+    reconcile,
+)
 from streamscale.generate.producer import produce
 from streamscale.generate.profiles import make_schedule
 from streamscale.generate.referential import product_json
 from streamscale.kafka import broker as embedded
 from streamscale.kafka.admin import KafkaAdmin
 from streamscale.settings import Settings
-from streamscale.verify import Verification, compare_enrichment, dead_letters_of, reconcile
 
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 __all__ = ["KILL_POINTS", "driver_kills", "executor_faults"]

@@ -177,3 +177,27 @@ def test_lost_broker_raises_delivery_error(tmp_path: Path, timestamped: bool) ->
                 overrides={"message.timeout.ms": 2000},
                 flush_timeout_s=15,
             )
+
+
+def test_game_frames_older_than_retention_are_refused(
+    settings: Settings, topic_factory: Callable[..., str]
+) -> None:
+    """Replaying a day of January into topics that keep 7 days: the broker would delete the
+    records at once, so the generator refuses in one line and writes nothing."""
+    week = {"retention.ms": str(7 * 86_400_000)}
+    requests = topic_factory(partitions=1, prefix="rq", config=week)
+    approvals = topic_factory(partitions=1, prefix="rs", config=week)
+    january = int(time.mktime((2026, 1, 15, 12, 0, 0, 0, 0, 0)) * 1000)
+    result = CliRunner().invoke(
+        app,
+        [
+            *("generate", "game-frames", "--bootstrap", settings.bootstrap_servers),
+            *("--topic", requests, "--approval-topic", approvals, "--count", "20"),
+            *("--start-ms", str(january), "--no-progress"),
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: records stamped from 2026-01-15"), lines
+    assert f"older than {requests} keeps records (retention.ms=604800000, 7 days)" in lines[0]
+    assert consume_all(settings, requests, 1) == []

@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from streamscale.kafka import broker as embedded
 from streamscale.kafka.admin import (
     KafkaAdmin,
-    KafkaError,
+    KafkaRequestError,
     TopicSpec,
     UnknownTopicError,
     UnreachableError,
@@ -118,7 +118,9 @@ def test_replication_factor_above_the_brokers_is_refused_clearly(settings: Setti
     admin = KafkaAdmin(settings.kafka_config())
     name = f"rf3-{time.monotonic_ns()}"
     try:
-        with pytest.raises(KafkaError, match=f"cannot create topic {name}.*replication factor"):
+        with pytest.raises(
+            KafkaRequestError, match=f"cannot create topic {name}.*replication factor"
+        ):
             admin.apply([TopicSpec(name, 1, replication_factor=3)])
     finally:
         admin.close()

@@ -141,3 +141,31 @@ def test_a_worker_keeps_its_producer_until_a_write_fails() -> None:
             assert other is not after_failure  # another connection, another producer
     finally:
         sink._kept.clear()
+
+
+class _FakeProducer:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def flush(self, timeout: float) -> int:
+        self.calls.append("flush")
+        return 0
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+
+def test_kept_producers_are_flushed_then_closed_and_forgotten(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A producer the sink keeps for the next write must not outlive the session (it would
+    retry a stopped broker and log every failed connect)."""
+    from streamscale.kafka import sink
+
+    fakes = [_FakeProducer(), _FakeProducer()]
+    kept = {(("bootstrap.servers", f"h:{i}"),): sink._Kept(producer=p) for i, p in enumerate(fakes)}
+    monkeypatch.setattr(sink, "_kept", kept)
+    assert sink.close_kept_producers() == 2
+    assert [p.calls for p in fakes] == [["flush", "close"], ["flush", "close"]]
+    assert sink._kept == {}
+    assert sink.close_kept_producers() == 0

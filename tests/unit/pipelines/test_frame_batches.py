@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_hits import hits as hit_objects
 
-from streamscale import verify
+from streamscale.experiment import verify
 from streamscale.generate.game_frames import GameFrames
 from streamscale.generate.profiles import make_schedule
 from streamscale.pipelines import deadletter as dl
@@ -335,7 +335,7 @@ def test_counts_always_reported_and_empty_batches_ignored() -> None:
     fb.read_frames(kafka_batch([]), out)
     fb.read_approvals(kafka_batch([], "RS"), out, WINDOW_MS)
     assert out.counts == dict.fromkeys(fb.ALWAYS_COUNTED, 0)
-    assert (out.frames, out.approvals, out.dead, out.max_ts) == ([], [], [], {})
+    assert (out.frames, out.approvals, out.dead) == ([], [], [])
 
 
 @settings(max_examples=40)
@@ -457,14 +457,13 @@ def test_generated_frames_are_used_or_dead_lettered_as_row_by_row(
     assert out.counts["hits_dlq.frames"] == errors[dl.UNDECODABLE_HIT]
     assert out.counts["hits_dlq.hits"] == sum(r["n_bad"] for r in usable) > 0
     assert out.counts == sliced.counts
-    assert out.max_ts == {"frames": max(r["first_ts"] for r in usable)}
 
 
 def test_generated_approvals_in_window_pair_with_their_frames(
     spoiled: tuple[list[tuple[Raw, Raw, int]], ...],
 ) -> None:
     """Approvals stamped within the window pair with their (usable) frames: the approved
-    headers are those of the independent reference of :mod:`streamscale.verify`."""
+    headers are those of the independent reference of :mod:`streamscale.experiment.verify`."""
     requests, approvals = spoiled
     window = 1000  # the generator delays approvals by 0-2000 ms: about half are late
     out = fb.Frames()
@@ -484,7 +483,6 @@ def test_generated_approvals_in_window_pair_with_their_frames(
     assert [(r["first_ts"], r["machine"]) for r in rows(out.approvals)] == sorted(
         (h.ts, int(h.machine)) for h in in_window
     )
-    assert out.max_ts["approvals"] == max(h.ts for h, _ in usable_keys)
 
     paired = fb.pair(out.frames + out.approvals)
     as_bytes = [(_bytes(k), _bytes(v), t) for k, v, t in requests]
@@ -518,7 +516,6 @@ def test_approval_window_is_inclusive(stamp: int, in_time: bool) -> None:
     fb.read_approvals(kafka_batch([(key(START), body(HIT), START + stamp)], "RS"), out, WINDOW_MS)
     assert len(rows(out.approvals)) == int(in_time)
     assert out.counts["join.late_approvals"] == int(not in_time)
-    assert out.max_ts == {"approvals": START}  # late or not, it moves the watermark
 
 
 def test_approval_key_errors_are_dead_lettered_under_approvals() -> None:
@@ -534,30 +531,6 @@ def test_approval_key_errors_are_dead_lettered_under_approvals() -> None:
     assert out.counts["frames_dlq.records"] == 0
     [row] = rows(out.approvals)  # an approval's value is not decoded
     assert (row["first_ts"], row["approvals"], row["frames"], row["game"]) == (1, 1, 0, 0)
-
-
-def test_late_before_drops_records_behind_the_watermark() -> None:
-    """Records with ts < late_before are counted late and dropped; max_ts is the newest ts
-    per input over all calls, late records included."""
-    out = fb.Frames()
-    frames = [(key(ts), body(HIT), ts) for ts in (5, 9, 10, 12)]
-    fb.read_frames(kafka_batch(frames), out, late_before=10)
-    fb.read_approvals(kafka_batch(frames, "RS"), out, WINDOW_MS, late_before=10)
-    assert [r["first_ts"] for r in rows(out.frames)] == [10, 12]
-    assert [r["first_ts"] for r in rows(out.approvals)] == [10, 12]
-    assert out.counts["join.late_frames"] == 2
-    assert out.counts["join.late_approvals"] == 2
-    assert out.max_ts == {"frames": 12, "approvals": 12}
-    fb.read_frames(kafka_batch([(key(3), body(HIT), 3)]), out, late_before=10)
-    fb.read_approvals(kafka_batch([(key(20), body(HIT), 20)], "RS"), out, WINDOW_MS)
-    assert out.counts["join.late_frames"] == 3
-    assert out.max_ts == {"frames": 12, "approvals": 20}
-
-
-def test_dead_records_do_not_move_max_ts() -> None:
-    out = fb.Frames()
-    fb.read_frames(kafka_batch([(key(50), None, 50), (key(7), body(HIT), 7)]), out)
-    assert out.max_ts == {"frames": 7}
 
 
 # --- pair and spans ------------------------------------------------------------------------

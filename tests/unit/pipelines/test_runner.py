@@ -16,7 +16,7 @@ from streamscale.pipelines.runner import (
     drive,
     format_progress,
     make_pipeline,
-    progress_dict,
+    progress_data,
     records_lag,
     trigger_for,
 )
@@ -171,12 +171,12 @@ def test_stop_request_catches_sigterm_and_restores_the_handler() -> None:
     assert signal.getsignal(signal.SIGTERM) == before
 
 
-def test_progress_dict_accepts_mappings_and_progress_objects() -> None:
+def test_progress_data_accepts_mappings_and_progress_objects() -> None:
     class Progress:
         json = json.dumps({"batchId": 3})
 
-    assert progress_dict({"batchId": 1}) == {"batchId": 1}
-    assert progress_dict(Progress()) == {"batchId": 3}
+    assert progress_data({"batchId": 1}) == {"batchId": 1}
+    assert progress_data(Progress()) == {"batchId": 3}
 
 
 def test_config_file_then_environment_then_options(
@@ -200,14 +200,67 @@ def test_config_file_then_environment_then_options(
         load(tmp_path / "missing.env")
 
 
-def test_elastic_conf_per_cluster_manager() -> None:
-    from streamscale.autoscale.runtime import AutoscaleOptions
-    from streamscale.pipelines.runner import elastic_conf
+def test_run_composes_what_it_is_given_and_knows_no_autoscaler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``run`` takes Spark settings and an attach hook from its caller (``run --autoscale``
+    passes the autoscaler's): the hook gets the session, the lag model and the query's
+    name before the query starts, and its stop runs after the query."""
+    import streamscale.kafka.commits
+    import streamscale.lag
+    import streamscale.pipelines.runner as runner
+    import streamscale.spark
 
-    options = AutoscaleOptions(min_executors=1, max_executors=3)
-    standalone = elastic_conf("spark://127.0.0.1:7077", options)
-    assert standalone["spark.cores.max"] == "3"
-    assert standalone["spark.dynamicAllocation.enabled"] == "false"
-    assert elastic_conf("k8s://https://api:6443", options)["spark.executor.instances"] == "1"
-    with pytest.raises(ValueError, match="needs a cluster manager"):
-        elastic_conf("local[2]", options)
+    events: list[Any] = []
+
+    class Query:
+        id = "q-1"
+        isActive = False
+
+        def exception(self) -> None:
+            return None
+
+    class Pipeline:
+        name = "game-sessions"
+        source = "kafka"
+
+        def start(self, spark: Any, trigger: Any) -> Query:
+            events.append("query started")
+            return Query()
+
+    class Monitor:
+        server = None
+        tracker = "tracker"
+
+        def stop(self) -> None:
+            events.append("monitor stopped")
+
+    def session(settings: Any, app_name: str, extra_conf: dict[str, str]) -> str:
+        events.append(("session", extra_conf))
+        return "spark"
+
+    monkeypatch.setattr(streamscale.spark, "session", session)
+    monkeypatch.setattr(streamscale.spark, "stop", lambda spark: events.append("spark stopped"))
+    monkeypatch.setattr(streamscale.lag, "start_monitor", lambda spark, host, port: Monitor())
+    monkeypatch.setattr(streamscale.kafka.commits, "group_committer", lambda spark: None)
+    monkeypatch.setattr(runner, "make_pipeline", lambda name, settings, checkpoint: Pipeline())
+
+    def attach(spark: Any, tracker: Any, query: str) -> Any:
+        events.append(("attached", spark, tracker, query))
+        return lambda: events.append("detached")
+
+    runner.run(
+        "game-sessions",
+        Settings(bootstrap_servers="127.0.0.1:9092"),
+        extra_conf={"spark.cores.max": "2"},
+        attach=attach,
+        echo=lambda line: None,
+    )
+    assert events == [
+        ("session", {"spark.cores.max": "2"}),
+        ("attached", "spark", "tracker", "game-sessions"),
+        "query started",
+        "detached",
+        "monitor stopped",
+        "spark stopped",
+    ]

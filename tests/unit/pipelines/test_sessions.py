@@ -1,5 +1,5 @@
-"""The driver's half of game sessions: session merging, the watermark, the state's bytes,
-pairing across batches, settling, closing, and agreement with the reference sessionizer."""
+"""Closing game sessions: session merging, pairing the headers of a closed window, settling
+the others, and agreement with the reference sessionizer over a model of Spark's windows."""
 
 from __future__ import annotations
 
@@ -13,17 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamscale import verify
+from streamscale.experiment import verify
 from streamscale.pipelines import frame_batches as fb
 from streamscale.pipelines import hits as codec
-from streamscale.pipelines.sessions import (
-    STATE_VERSION,
-    Session,
-    State,
-    advance,
-    merge_sessions,
-    sessions_of,
-)
+from streamscale.pipelines.sessions import Session, close, merge_sessions, sessions_of
 
 GAP = 100
 DELAY = 300
@@ -65,10 +58,6 @@ def frame(ts: int, machine: int = 1, **more: int) -> dict[str, int]:
 
 def approval(ts: int, machine: int = 1) -> dict[str, int]:
     return {"first_ts": ts, "machine": machine, "approvals": 1}
-
-
-def step(state: State, unpaired: Sequence[dict[str, int]], **max_ts: int) -> Any:
-    return advance(state, [], [span_table(unpaired)], max_ts, gap_ms=GAP, delay_ms=DELAY)
 
 
 # --- merge_sessions ------------------------------------------------------------------------
@@ -127,133 +116,62 @@ def test_merge_sums_counters_and_maxes_impact() -> None:
     assert (merged.first_ts, merged.last_ts, merged.impact_max) == (0, 9, 7)
 
 
-# --- State --------------------------------------------------------------------------------
+# --- close ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("max_ts", "delay", "expected"),
-    [
-        ({}, 10, None),
-        ({"frames": 100}, 10, 90),
-        ({"frames": 100, "approvals": 50}, 10, 40),  # the slower input holds it back
-        ({"frames": 100, "approvals": 500}, 0, 100),
-    ],
-)
-def test_watermark(max_ts: dict[str, int], delay: int, expected: int | None) -> None:
-    assert State(max_ts=max_ts).watermark(delay) == expected
+def closing(spans: Sequence[dict[str, int]], headers: Sequence[dict[str, int]]) -> Any:
+    return close(span_table(spans), span_table(headers), GAP)
 
 
-def test_state_bytes_round_trip() -> None:
-    """Pending headers, open sessions and newest ts survive the checkpoint's bytes."""
-    state = State(
-        span_table([frame(10, impact_max=7, n_hits=2), approval(20, machine=999_999)]),
-        (
-            Session("000001", "EU", "NeonBrawl", 0, 5, counters(frames=2, dir_UP=1), 9),
-            Session("999999", "AU", "", 3, 3, counters(approvals=1), 0),
-        ),
-        {"frames": 10, "approvals": 20},
+def test_headers_of_one_frame_pair_when_their_window_closes() -> None:
+    """A frame and its approval read by different tasks (or batches): one session."""
+    closed = closing([], [frame(1000, n_hits=2, impact_sum=90), approval(1000)])
+    [s] = closed.sessions
+    assert (s.machine, s.first_ts, s.last_ts) == ("000001", 1000, 1000)
+    assert s.counters == counters(frames=1, approvals=1, n_hits=2, impact_sum=90)
+    assert closed.counts == {
+        "join.approved": 1,
+        "join.duplicate_approvals": 0,
+        "join.hits": 2,
+        "join.hits_undecodable": 0,
+        "join.unapproved": 0,
+        "join.late_approvals": 0,
+        "sessions.closed": 1,
+    }
+
+
+def test_headers_left_unpaired_are_settled() -> None:
+    """A frame without approval is unapproved, an approval without frame late; neither
+    makes a session. A second approval of a frame is a duplicate."""
+    closed = closing(
+        [],
+        [frame(100), approval(150, machine=2), frame(300, 3), approval(300, 3), approval(300, 3)],
     )
-    data = state.to_bytes()
-    back = State.from_bytes(data)
-    assert back.pending.equals(state.pending)
-    assert back.pending.schema == fb.SPAN_SCHEMA
-    assert back.open == state.open
-    assert dict(back.max_ts) == {"frames": 10, "approvals": 20}
-    assert back.to_bytes() == data
-    empty = State.from_bytes(State().to_bytes())
-    assert (empty.pending.num_rows, empty.open, dict(empty.max_ts)) == (0, (), {})
-    assert empty.watermark(DELAY) is None
+    assert [(s.machine, s.first_ts) for s in closed.sessions] == [("000003", 300)]
+    assert closed.counts["join.unapproved"] == 1
+    assert closed.counts["join.late_approvals"] == 1
+    assert closed.counts["join.duplicate_approvals"] == 1
+    assert closed.counts["join.approved"] == 1
 
 
-def test_state_of_another_version_is_refused() -> None:
-    meta = {"version": STATE_VERSION + 1, "max_ts": {}, "open": []}
-    table = fb.SPAN_SCHEMA.empty_table().replace_schema_metadata(
-        {b"streamscale.sessions": json.dumps(meta).encode()}
-    )
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    with pytest.raises(ValueError, match="version"):
-        State.from_bytes(sink.getvalue().to_pybytes())
+def test_an_unapproved_frame_does_not_bridge_two_sessions() -> None:
+    """Spark's window spans every row, an unapproved frame included; the sessions do not."""
+    spans = [{**frame(0), "approvals": 1}, {**frame(2 * GAP - 10), "approvals": 1}]
+    closed = closing(spans, [frame(GAP - 5)])
+    assert [(s.first_ts, s.last_ts) for s in closed.sessions] == [(0, 0), (2 * GAP - 10,) * 2]
+    assert closed.counts["join.unapproved"] == 1
+    assert closed.counts["sessions.closed"] == 2
 
 
-# --- advance ------------------------------------------------------------------------------
-
-
-def test_a_frame_pending_in_one_batch_pairs_with_an_approval_in_the_next() -> None:
-    first = step(State(), [frame(1000, n_hits=2, impact_sum=90)], frames=1000)
-    assert first.watermark == 1000 - DELAY
-    assert first.closed == [] and first.state.open == ()
-    assert (
-        first.state.pending.to_pylist()
-        == span_table([frame(1000, n_hits=2, impact_sum=90)]).to_pylist()
-    )
-    assert (first.counts["now.pending_frames"], first.counts["now.pending_approvals"]) == (1, 0)
-    assert first.counts["join.approved"] == 0
-    second = step(first.state, [approval(1000), approval(1200, machine=2)], approvals=1200)
-    assert second.watermark == 1000 - DELAY  # min(1000, 1200) - delay
-    assert second.counts["join.approved"] == 1
-    assert (second.counts["now.pending_frames"], second.counts["now.pending_approvals"]) == (0, 1)
-    [open_session] = second.state.open
-    assert (open_session.machine, open_session.first_ts, open_session.last_ts) == (
-        "000001",
-        1000,
-        1000,
-    )
-    assert open_session.counters == counters(frames=1, approvals=1, n_hits=2, impact_sum=90)
-    assert second.state.max_ts == {"frames": 1000, "approvals": 1200}
-
-
-def test_headers_the_watermark_passes_are_settled() -> None:
-    """Unpaired headers with ts < watermark: frames unapproved, approvals late; the others
-    wait (a header at the watermark itself included)."""
-    pending = [
-        frame(100),
-        approval(150, machine=2),
-        frame(300, machine=3),
-        approval(400, machine=4),
-    ]
-    first = step(State(), pending)
-    assert first.watermark is None and first.state.pending.num_rows == 4
-    assert "join.unapproved" not in first.counts
-    second = step(first.state, [], frames=600, approvals=700)
-    assert second.watermark == 300
-    assert second.counts["join.unapproved"] == 1
-    assert second.counts["join.late_approvals"] == 1
-    assert sorted(second.state.pending.column("first_ts").to_pylist()) == [300, 400]
-    assert (second.counts["now.pending_frames"], second.counts["now.pending_approvals"]) == (1, 1)
-    assert second.closed == [] and second.state.open == ()
-
-
-@pytest.mark.parametrize(
-    ("newest", "closed"), [(DELAY + 1000 + GAP - 1, False), (DELAY + 1000 + GAP, True)]
-)
-def test_a_session_closes_when_the_watermark_reaches_its_end(newest: int, closed: bool) -> None:
-    """Closed when last_ts + gap <= watermark; returned once and not kept."""
-    opened = step(
-        State(),
-        [frame(950), approval(950), frame(1000), approval(1000)],
-        frames=1000,
-        approvals=1000,
-    )
-    assert opened.counts["now.open_sessions"] == 1
-    moved = step(opened.state, [], frames=newest, approvals=newest)
-    assert bool(moved.closed) is closed
-    assert len(moved.state.open) == int(not closed)
-    assert moved.counts["sessions.closed"] == int(closed)
-    if closed:
-        [s] = moved.closed
-        assert (s.first_ts, s.last_ts, s.counters[0]) == (950, 1000, 2)
-        again = step(moved.state, [], frames=newest + 10_000, approvals=newest + 10_000)
-        assert again.closed == [] and again.state.open == ()
-
-
-def test_task_spans_merge_with_open_sessions() -> None:
-    opened = step(State(), [frame(0), approval(0)], frames=0, approvals=0)
-    spans = [span_table([{**frame(GAP - 1), "last_ts": GAP + 30, "frames": 3}])]
-    later = advance(opened.state, spans, [], {"frames": 5000}, gap_ms=GAP, delay_ms=DELAY)
-    [s] = later.state.open  # approvals still hold the watermark back at -DELAY
+def test_task_spans_merge_with_headers_paired_at_close() -> None:
+    spans = [{**frame(GAP - 1), "last_ts": GAP + 30, "frames": 3}]
+    [s] = closing(spans, [frame(0), approval(0)]).sessions
     assert (s.first_ts, s.last_ts, s.counters[0]) == (0, GAP + 30, 4)
+
+
+def test_nothing_to_close() -> None:
+    closed = closing([], [])
+    assert closed.sessions == [] and closed.counts["sessions.closed"] == 0
 
 
 def test_session_value_json_shape() -> None:
@@ -344,19 +262,37 @@ def kafka_batch(records: Sequence[tuple[bytes, bytes, int]], topic: str) -> pa.R
 
 
 def run_task(
-    frames: Sequence[tuple[bytes, bytes, int]],
-    approvals: Sequence[tuple[bytes, bytes, int]],
-    late_before: int | None,
-) -> tuple[pa.Table, pa.Table, dict[str, int], dict[str, int]]:
+    frames: Sequence[tuple[bytes, bytes, int]], approvals: Sequence[tuple[bytes, bytes, int]]
+) -> tuple[pa.Table, pa.Table, dict[str, int]]:
     """What one Spark task of the pipeline does with its records (as game_sessions)."""
     out = fb.Frames()
-    fb.read_frames(kafka_batch(frames, "RQ"), out, late_before)
-    fb.read_approvals(kafka_batch(approvals, "RS"), out, WINDOW, late_before)
+    fb.read_frames(kafka_batch(frames, "RQ"), out)
+    fb.read_approvals(kafka_batch(approvals, "RS"), out, WINDOW)
     paired = fb.pair(out.frames + out.approvals)
     counts = dict(out.counts)
     for name, n in paired.counts.items():
         counts[name] = counts.get(name, 0) + n
-    return fb.spans(paired.approved, GAP), paired.unpaired, counts, out.max_ts
+    return fb.spans(paired.approved, GAP), paired.unpaired, counts
+
+
+def spark_windows(rows: pa.Table) -> list[pa.Table]:
+    """A model of Spark's session windows with the pipeline's per-row gap: per machine,
+    rows whose ``[first_ts, last_ts + gap)`` overlap are in one window."""
+    windows: list[pa.Table] = []
+    by_machine: dict[int, list[dict[str, Any]]] = {}
+    for r in rows.to_pylist():
+        by_machine.setdefault(r["machine"], []).append(r)
+    for machine in sorted(by_machine):
+        group: list[dict[str, Any]] = []
+        end = None
+        for r in sorted(by_machine[machine], key=lambda r: r["first_ts"]):
+            if end is not None and r["first_ts"] >= end:
+                windows.append(pa.Table.from_pylist(group, schema=rows.schema))
+                group, end = [], None
+            group.append(r)
+            end = max(end or 0, r["last_ts"] + GAP)
+        windows.append(pa.Table.from_pylist(group, schema=rows.schema))
+    return windows
 
 
 hit_lists = st.lists(
@@ -384,15 +320,13 @@ hit_lists = st.lists(
     ),
     st.randoms(use_true_random=False),
 )
-def test_advance_over_random_batches_gives_the_reference_sessions(
+def test_tasks_and_closed_windows_give_the_reference_sessions(
     frames: dict[tuple[str, int], tuple[list[str], str]], rng: random.Random
 ) -> None:
     """Approved frames of a few machines, cut into random micro-batches of 1-2 tasks (an
-    approval in its frame's batch or the next, in the same task or not), the state through
-    its bytes between batches; a last far-ahead frame closes everything. The closed
-    sessions are exactly :func:`streamscale.verify.expected_sessions`, each closed once."""
-    # A batch spans less than the watermark delay and an approval comes at most one batch
-    # after its frame: no record is ever behind the watermark, every frame is paired or not.
+    approval in its frame's batch or the next, in the same task or not); what the tasks hand
+    over is kept in windows as Spark keeps them (:func:`spark_windows`) and each is closed.
+    The sessions are exactly :func:`streamscale.experiment.verify.expected_sessions`, each once."""
     requests: list[tuple[bytes, bytes, int, int]] = []  # key, value, timestamp, batch
     approvals: list[tuple[bytes, bytes, int, int]] = []
     batch, batch_start = 0, None
@@ -417,8 +351,7 @@ def test_advance_over_random_batches_gives_the_reference_sessions(
     requests.append((far_key, far_value, far_ts, last_batch))
     approvals.append((far_key, far_value, far_ts, last_batch))
 
-    state = State()
-    closed: list[Session] = []
+    spans, unpaired = [], []
     totals: dict[str, int] = {}
     for b in range(last_batch + 1):
         tasks: list[tuple[list[Any], list[Any]]] = [([], []), ([], [])]
@@ -426,28 +359,29 @@ def test_advance_over_random_batches_gives_the_reference_sessions(
             for k, v, t, at in source:
                 if at == b:
                     tasks[rng.randint(0, 1)][side].append((k, v, t))
-        late_before = state.watermark(DELAY)
-        spans, unpaired, max_ts = [], [], dict[str, int]()
         for task_frames, task_approvals in tasks:
-            s, u, counts, newest = run_task(task_frames, task_approvals, late_before)
+            s, u, counts = run_task(task_frames, task_approvals)
             spans.append(s)
             unpaired.append(u)
             for name, n in counts.items():
                 totals[name] = totals.get(name, 0) + n
-            for name, ts in newest.items():
-                max_ts[name] = max(max_ts.get(name, ts), ts)
-        result = advance(state, spans, unpaired, max_ts, gap_ms=GAP, delay_ms=DELAY)
-        for s in result.closed:
-            assert result.watermark is not None and s.last_ts + GAP <= result.watermark
-        closed.extend(result.closed)
+    kinds = ["span"] * sum(t.num_rows for t in spans) + ["header"] * sum(
+        t.num_rows for t in unpaired
+    )
+    rows = pa.concat_tables([*spans, *unpaired])
+    closed: list[Session] = []
+    for window in spark_windows(rows.append_column("kind", pa.array(kinds))):
+        is_span = pa.compute.equal(window.column("kind"), "span")
+        result = close(
+            window.filter(is_span).drop(["kind"]),
+            window.filter(pa.compute.invert(is_span)).drop(["kind"]),
+            GAP,
+        )
+        closed.extend(s for s in result.sessions if s.machine != FAR)
         for name, n in result.counts.items():
-            if not name.startswith(("pending.", "sessions.")):
+            if not name.startswith("sessions."):
                 totals[name] = totals.get(name, 0) + n
-        state = State.from_bytes(result.state.to_bytes())
 
-    assert totals["join.late_frames"] == 0  # by construction: every record is in time
-    assert state.pending.num_rows == 0
-    assert [s.machine for s in state.open] == [FAR]
     expected = verify.expected_sessions(
         verify.approved_frames(
             [(k, v, t) for k, v, t, _ in requests], [(k, v, t) for k, v, t, _ in approvals], WINDOW

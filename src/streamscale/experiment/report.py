@@ -33,6 +33,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from streamscale.errors import ConfigError
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
@@ -218,9 +220,9 @@ def to_marks(decisions: Decisions, start_epoch: float | None = None) -> list[Dec
         if t is None:
             epoch = fields["time"]
             if epoch is None:
-                raise ValueError(f"decision without time: {d!r}")
+                raise ConfigError(f"decision without time: {d!r}")
             if start_epoch is None:
-                raise ValueError("decisions timed in epoch seconds need start_epoch")
+                raise ConfigError("decisions timed in epoch seconds need start_epoch")
             t = float(epoch) - start_epoch
         running = fields["running"]
         marks.append(

@@ -27,6 +27,7 @@ from typing import Any
 from streamscale import processes
 from streamscale.autoscale.policy import PolicyKind
 from streamscale.autoscale.runtime import AutoscaleOptions, start_autoscaler
+from streamscale.errors import Error
 from streamscale.generate.profiles import make_schedule
 from streamscale.kafka.admin import KafkaAdmin
 from streamscale.kafka.offsets import TopicPartition
@@ -41,7 +42,7 @@ SENTINEL_MACHINE = "000000"
 """A machine id the generator never draws (ids are 100000-999999): its frame closes sessions."""
 
 
-class DemoError(RuntimeError):
+class DemoError(Error, RuntimeError):
     """The demo cannot start (a port is taken, bad options) or failed; one clear line."""
 
 
@@ -248,7 +249,7 @@ def preflight(options: DemoOptions) -> None:
 def run_demo(options: DemoOptions, *, console: Any = None) -> dict[str, Any]:
     """Run the experiment; return the summary (also written to the report directory)."""
     preflight(options)
-    from streamscale import report
+    from streamscale.experiment import report
     from streamscale.kafka import broker as embedded
 
     data_dir = options.data_dir or Path(tempfile.mkdtemp(prefix="streamscale-demo-"))
@@ -311,8 +312,9 @@ def _experiment(
     stack: contextlib.ExitStack,
     console: Any,
 ) -> Outcome:
-    from streamscale import cluster, report
+    from streamscale import cluster
     from streamscale.autoscale.actuator import SparkActuator
+    from streamscale.experiment import report
     from streamscale.lag import start_monitor
     from streamscale.pipelines.runner import make_pipeline, trigger_for
     from streamscale.spark import session
@@ -623,7 +625,7 @@ def _reference(
 ) -> tuple[list[str], Any]:
     """The output topics and what they must hold once the input is processed: the expected
     sessions by window, or the purchases (each enriched or dead-lettered)."""
-    from streamscale import verify
+    from streamscale.experiment import verify
 
     if options.pipeline == GAME_SESSIONS:
         frames = verify.approved_frames(
@@ -662,7 +664,7 @@ class VerifyOutcome:
 
 def _verify(options: DemoOptions, outcome: Outcome) -> VerifyOutcome:
     """Read the outputs back (the broker still runs) and compare with the reference."""
-    from streamscale import verify
+    from streamscale.experiment import verify
 
     read = outcome.reader
     if options.pipeline == GAME_SESSIONS:

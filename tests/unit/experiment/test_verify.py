@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from streamscale.pipelines import hits as codec
-from streamscale.verify import (
+from streamscale.experiment.verify import (
     SessionFigures,
     actual_sessions,
     approved_frames,
@@ -13,6 +12,7 @@ from streamscale.verify import (
     compare_sessions,
     expected_sessions,
 )
+from streamscale.pipelines import hits as codec
 
 HIT = codec.encode_hit(codec.Hit(100, "X", "UP", "Direct", "Pro", "NeonBrawl"))
 

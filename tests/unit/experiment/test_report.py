@@ -13,8 +13,7 @@ import pytest
 from rich.console import Console
 
 from streamscale.autoscale.controller import DecisionRecord
-from streamscale.lag.model import LagTracker, PartitionOffsets, ProgressSample
-from streamscale.report import (
+from streamscale.experiment.report import (
     HTML_FILE,
     PNG_FILES,
     SUMMARY_FILE,
@@ -27,6 +26,7 @@ from streamscale.report import (
     to_marks,
     write_report,
 )
+from streamscale.lag.model import LagTracker, PartitionOffsets, ProgressSample
 
 START = 1_700_000_000.0
 TOPIC = "GAME-FRAME-RQ"
