@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from streamscale.autoscale.headroom import DYNAMIC_ALLOCATION_ON
 from streamscale.errors import ConfigError, Error
 
 
@@ -152,10 +153,7 @@ class SparkActuator:
         self._lock = threading.Lock()
         conf = {str(k): str(v) for k, v in self._sc.getConf().getAll()}
         if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
-            raise ConfigError(
-                "Spark dynamic allocation is on: set spark.dynamicAllocation.enabled=false "
-                "for the autoscaler to drive executors (killExecutors refuses to run with it)"
-            )
+            raise ConfigError(DYNAMIC_ALLOCATION_ON)
         self.max_executors = max_executors_from_conf(conf)
         self.target: int | None = None  # the last total applied, None before any apply
 

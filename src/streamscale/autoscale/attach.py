@@ -15,10 +15,14 @@ lag on ``/metrics``, commits their processed offsets to their consumer groups, a
 ``interval_s`` sizes the executors for the sum of their needs. The session must run on a
 cluster manager that takes executor requests (standalone ``spark://``, Kubernetes) with
 dynamic allocation off; ``spark.cores.max`` (standalone) bounds what it can be granted.
+Before anything starts, attach checks that the executor count can move between its bounds
+(:mod:`streamscale.autoscale.headroom`): the settings, and the standalone Master's workers
+where it answers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Sequence
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamscale.autoscale.controller import Controller, DecisionRecord
+from streamscale.autoscale.headroom import MasterReport, headroom, read_master
 from streamscale.autoscale.policy import PolicyKind
 from streamscale.autoscale.runtime import AutoscaleOptions, start_autoscaler
 from streamscale.errors import ConfigError
@@ -93,6 +98,7 @@ def attach(
     decision_log: str | Path | None = None,
     commit_offsets: bool = True,
     settings: Settings | None = None,
+    master_report: MasterReport = read_master,
 ) -> Autoscaler:
     """Autoscale the streaming queries of ``spark``; returns a handle with ``stop()``.
 
@@ -103,10 +109,17 @@ def attach(
     ``STREAMSCALE_*``). Each query's ``minPartitions``, ``maxOffsetsPerTrigger`` and trigger
     interval are read from the running query, for the parallelism cap and the capacity model;
     ``settings``' trigger interval and batch limit stand in while they cannot be read.
+    ``master_report``: how the standalone Master's view of its workers is read (default: its
+    web UI's ``/json/`` on the master's host, see :func:`~streamscale.autoscale.headroom.
+    read_master`; when it does not answer, only the settings are checked).
 
     Refused at once (:class:`~streamscale.errors.ConfigError`, a ValueError) for bounds or a
-    policy that cannot work, and (:class:`~streamscale.errors.ScalingError`, a RuntimeError)
-    when the cluster manager takes no executor requests (``local[*]``).
+    policy that cannot work, for a session whose executor count cannot move above
+    ``min_executors`` (on standalone: ``spark.executor.cores`` unset, ``spark.cores.max`` or
+    the workers too small), and (:class:`~streamscale.errors.ScalingError`, a RuntimeError)
+    when the cluster manager takes no executor requests (``local[*]``). When the count can
+    move but not up to ``max_executors``, a one-line warning says why and the reachable count
+    becomes the upper bound.
     """
     try:
         kind = PolicyKind(str(policy))
@@ -122,7 +135,19 @@ def attach(
         decision_log=None if decision_log is None else Path(decision_log),
     )
     settings = settings or Settings()
-    wait = spark.sparkContext.getConf().get(LOCALITY_WAIT, "3s")
+    sc = spark.sparkContext
+    conf = {str(k): str(v) for k, v in sc.getConf().getAll()}
+    master = str(sc.master)
+    report = master_report(master, conf) if master.startswith("spark://") else None
+    room = headroom(
+        master, conf, min_executors, max_executors, report, app_id=str(sc.applicationId)
+    )
+    if room.fatal:
+        raise ConfigError(room.message)
+    if room.message is not None:
+        log.warning("%s", room.message)
+    options = dataclasses.replace(options, max_executors=room.bound(max_executors))
+    wait = conf.get(LOCALITY_WAIT, "3s")
     if waits_for_locality(wait):
         # Read once, when the SparkContext starts: attach cannot change it.
         log.warning(
@@ -150,6 +175,7 @@ def attach(
             monitor.tracker,
             options,
             settings=settings,
+            grantable=room.available,
         )
     except BaseException:
         monitor.stop()

@@ -147,6 +147,7 @@ def start_autoscaler(
     settings: Settings | None = None,
     on_decision: Callable[[DecisionRecord], None] | None = None,
     register_timeout_s: float = 30.0,
+    grantable: int | None = None,
 ) -> Controller:
     """Bring the application to ``min_executors`` and start controlling ``query`` (a name,
     several names, or None: every Kafka query of the session, their need summed).
@@ -156,7 +157,9 @@ def start_autoscaler(
 
     A standalone application is granted ``spark.cores.max`` worth of executors at start
     (dynamic allocation off), so the first act is to scale down to the minimum — once those
-    executors have registered, or a kill issued before would miss them.
+    executors have registered, or a kill issued before would miss them. ``grantable``: how
+    many the cluster can grant now, when known (attach reads it from the standalone Master);
+    the start waits for no more than that.
     """
     from streamscale.autoscale.actuator import SparkActuator
 
@@ -168,6 +171,8 @@ def start_autoscaler(
         )
     actuator = SparkActuator(spark)
     granted = actuator.max_executors or options.max_executors
+    if grantable is not None:
+        granted = min(granted, grantable)
     deadline = time.monotonic() + register_timeout_s
     while actuator.running() < granted and time.monotonic() < deadline:
         time.sleep(0.2)
