@@ -36,7 +36,7 @@ from streamscale.autoscale.policy import (
     decide,
 )
 from streamscale.errors import ConfigError
-from streamscale.lag.model import QuerySnapshot
+from streamscale.lag.model import QuerySnapshot, state_partitions
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,11 @@ class DecisionRecord:
     batches: tuple[tuple[int, float, float, int, int], ...] = ()
     """Batches completed since the previous record: ``(id, started, busy s, records,
     executors)``, times in seconds since the epoch."""
+    parallelism: int | None = None
+    """Tasks a batch can run at once: the useful executor count is this / executor cores."""
+    parallelism_bound: str | None = None
+    """Which bound held: ``source tasks``, or ``state partitions`` (with the operator's
+    name) when a stateful stage has fewer tasks than the source."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -110,11 +115,13 @@ def observation(
     splits_per_partition: int = 1,
     batch_executors: dict[int, int] | None = None,
     known_partitions: int = 1,
+    known_state_partitions: int | None = None,
 ) -> Observation:
     """The policy's view of a lag snapshot (None → missing metrics, never zero lag).
 
-    Without a snapshot the partition count is ``known_partitions`` (the last one seen), so
-    that a metrics outage does not also shrink the usable parallelism.
+    Without a snapshot the partition counts are ``known_partitions`` and
+    ``known_state_partitions`` (the last ones seen), so that a metrics outage does not also
+    change the usable parallelism.
     """
     if snapshot is None or not snapshot.partitions:
         return Observation(
@@ -123,7 +130,9 @@ def observation(
             partitions=max(1, known_partitions),
             pending_executors=pending,
             splits_per_partition=splits_per_partition,
+            state_partitions=known_state_partitions,
         )
+    state = state_partitions(snapshot.state_operators)
     executors = batch_executors or {}
     return Observation(
         now_s=now,
@@ -141,6 +150,7 @@ def observation(
         time_lag_s=snapshot.max_time_lag_s,
         pending_executors=pending,
         splits_per_partition=splits_per_partition,
+        state_partitions=known_state_partitions if state is None else state[0],
     )
 
 
@@ -188,10 +198,12 @@ def combined(parts: Sequence[Observation]) -> Observation:
     metrics age the worst, batches of all (the capacity is fitted across them).
 
     A query without metrics makes the whole observation one without metrics (the policy holds:
-    a missing lag is never read as zero).
+    a missing lag is never read as zero). State partitions: each query's parallel tasks
+    summed, when any query is stateful.
     """
     if len(parts) == 1:
         return parts[0]
+    stateful = any(o.state_partitions is not None for o in parts)
     first = parts[0]
     partitions = sum(o.partitions for o in parts)
     tasks = sum(o.tasks for o in parts)
@@ -217,6 +229,7 @@ def combined(parts: Sequence[Observation]) -> Observation:
         time_lag_s=max(lags) if lags else None,
         pending_executors=first.pending_executors,
         splits_per_partition=max(1, math.ceil(tasks / partitions)),
+        state_partitions=sum(o.parallel_tasks for o in parts) if stateful else None,
     )
 
 
@@ -259,6 +272,7 @@ class Controller:
         self._batch_executors: dict[str, dict[int, int]] = {}
         self._logged_batch: dict[str, int] = {}
         self._partitions: dict[str, int] = {}
+        self._state_partitions: dict[str, tuple[int, str]] = {}
         self._served: tuple[str, ...] = ()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -325,7 +339,11 @@ class Controller:
                 executors.setdefault(batch.batch_id, running)
             if snap.partitions:
                 self._partitions[name] = len(snap.partitions)
+            state = state_partitions(snap.state_operators)
+            if state is not None:
+                self._state_partitions[name] = state
         known = self._partitions.get(name, self.config.max_executors * self.config.executor_cores)
+        known_state = self._state_partitions.get(name)
         minimum = limits.min_partitions if limits is not None else None
         return observation(
             snap,
@@ -335,6 +353,7 @@ class Controller:
             splits_per_partition=splits_for(known, minimum, self.splits_per_partition),
             batch_executors=executors,
             known_partitions=known,
+            known_state_partitions=None if known_state is None else known_state[0],
         )
 
     def _apply(self, decision: Decision, running: int) -> ApplyResult | None:
@@ -394,7 +413,19 @@ class Controller:
             killed=() if result is None else result.killed,
             error=None if result is None else result.error,
             batches=tuple(batches),
+            parallelism=obs.parallel_tasks,
+            parallelism_bound=self._bound(obs),
         )
+
+    def _bound(self, obs: Observation) -> str:
+        bound = obs.parallelism_bound
+        if bound == "state partitions":
+            operators = sorted(
+                {op for name in self._served if (op := self._state_partitions.get(name))}
+            )
+            if operators:
+                return f"{bound} ({', '.join(f'{o}: {n}' for n, o in operators)})"
+        return bound
 
     @property
     def label(self) -> str:

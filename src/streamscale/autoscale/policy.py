@@ -251,6 +251,9 @@ class Observation:
     """Executors requested and not yet running."""
     splits_per_partition: int = 1
     """Spark tasks per input partition (the ``minPartitions`` split)."""
+    state_partitions: int | None = None
+    """Tasks of the query's narrowest stateful stage (the fewest ``numShufflePartitions`` of
+    its stateful operators, fixed at its first start); None for a stateless query."""
     trend_span_s: float = 10.0
     """Seconds between the middles of the two input averages (half the difference of their
     windows: the lag tracker's 30 s and 10 s give 10 s)."""
@@ -262,6 +265,8 @@ class Observation:
             raise ConfigError("executor counts must be >= 0")
         if self.partitions < 1 or self.splits_per_partition < 1:
             raise ConfigError("partitions and splits_per_partition must be >= 1")
+        if self.state_partitions is not None and self.state_partitions < 1:
+            raise ConfigError("state_partitions must be >= 1 (None for a stateless query)")
 
     @property
     def arrival_rate(self) -> float:
@@ -288,6 +293,22 @@ class Observation:
     def tasks(self) -> int:
         """Spark tasks per micro-batch: the parallelism the input allows."""
         return self.partitions * self.splits_per_partition
+
+    @property
+    def parallel_tasks(self) -> int:
+        """Tasks a batch can run at once in every stage: the source's tasks, bounded by the
+        narrowest stateful stage (Spark does not spread one state partition over executors,
+        as Kafka Streams does not spread one input partition over instances)."""
+        if self.state_partitions is None:
+            return self.tasks
+        return min(self.tasks, self.state_partitions)
+
+    @property
+    def parallelism_bound(self) -> str:
+        """Which bound :attr:`parallel_tasks` is: ``source tasks`` or ``state partitions``."""
+        if self.state_partitions is not None and self.state_partitions < self.tasks:
+            return "state partitions"
+        return "source tasks"
 
 
 @dataclass(frozen=True)
@@ -333,8 +354,9 @@ class Decision:
 
 
 def usable_executors(config: PolicyConfig, obs: Observation) -> int:
-    """Executors that get tasks (tasks per batch / cores per executor): more idle."""
-    return max(1, math.ceil(obs.tasks / config.executor_cores))
+    """Executors that get tasks (:attr:`Observation.parallel_tasks` / cores per executor):
+    more idle."""
+    return max(1, math.ceil(obs.parallel_tasks / config.executor_cores))
 
 
 def upper_bound(config: PolicyConfig, obs: Observation) -> int:

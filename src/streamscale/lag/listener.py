@@ -32,6 +32,7 @@ from streamscale.lag.model import (
     parse_offsets,
     progress_offsets,
     query_label,
+    state_operators,
 )
 
 __all__ = [
@@ -79,7 +80,9 @@ def sample_from_progress(
         busy_s=trigger_s,
         process_s=float(durations.get("addBatch", 0)) / 1000.0,
     )
-    return ProgressSample(query or query_label(progress), observed, parts, batch)
+    return ProgressSample(
+        query or query_label(progress), observed, parts, batch, state_operators(progress)
+    )
 
 
 class LagListener(StreamingQueryListener):  # type: ignore[misc]

@@ -44,6 +44,7 @@ def consumer_group(query: str) -> str:
 
 QP = ["query", "topic", "partition"]
 KLE = ["cluster_name", "group", "topic", "partition"]
+QO = ["query", "operator"]
 
 
 def _families() -> dict[str, Metric]:
@@ -83,6 +84,48 @@ def _families() -> dict[str, Metric]:
             "streamscale_executor_records_per_second",
             "Records/s one executor processes net of the fixed cost, as the autoscaler fits it.",
             ["query"],
+        ),
+        ("streamscale_state_rows", "Rows in a stateful operator's state store.", QO),
+        (
+            "streamscale_state_memory_bytes",
+            "Memory a stateful operator's state stores use (RocksDB: memtables, caches).",
+            QO,
+        ),
+        (
+            "streamscale_state_disk_bytes",
+            "Size of a stateful operator's RocksDB SST files on the executors' disks.",
+            QO,
+        ),
+        (
+            "streamscale_state_partitions",
+            "State partitions of a stateful operator (numShufflePartitions): its stage's tasks.",
+            QO,
+        ),
+        (
+            "streamscale_state_store_instances",
+            "State store instances a stateful operator's last batch opened.",
+            QO,
+        ),
+        (
+            "streamscale_state_loaded_partitions",
+            "State stores a stateful operator's last batch loaded from the checkpoint (moved or "
+            "lost: reloaded).",
+            QO,
+        ),
+        (
+            "streamscale_state_load_seconds",
+            "Time a stateful operator's last batch spent loading state stores.",
+            QO,
+        ),
+        (
+            "streamscale_state_commit_seconds",
+            "Time a stateful operator's last batch spent committing its state stores.",
+            QO,
+        ),
+        (
+            "streamscale_state_bytes_copied",
+            "Checkpoint bytes a stateful operator's last batch copied (uploads and reloads).",
+            QO,
         ),
         ("kafka_consumergroup_group_lag", "Group offset lag of a partition.", KLE),
         (
@@ -197,6 +240,21 @@ class LagCollector(Collector):
         add("streamscale_input_records_per_second", [q], snap.input_rate)
         add("streamscale_processed_records_per_second", [q], snap.processed_rate)
         add("streamscale_sample_age_seconds", [q], snap.age_s)
+        for op in snap.state_operators:
+            labels = [q, op.operator]
+            add("streamscale_state_rows", labels, op.rows)
+            add("streamscale_state_memory_bytes", labels, op.memory_bytes)
+            add("streamscale_state_partitions", labels, op.partitions)
+            add("streamscale_state_store_instances", labels, op.store_instances)
+            add("streamscale_state_commit_seconds", labels, op.commit_s)
+            for name, value in (
+                ("streamscale_state_disk_bytes", op.disk_bytes),
+                ("streamscale_state_loaded_partitions", op.loaded),
+                ("streamscale_state_load_seconds", op.load_s),
+                ("streamscale_state_bytes_copied", op.bytes_copied),
+            ):
+                if value is not None:
+                    add(name, labels, value)
         hist = snap.batch_durations
         if hist.count:
             family = families["streamscale_batch_duration_seconds"]

@@ -89,17 +89,87 @@ class BatchStats:
 
 
 @dataclass(frozen=True, slots=True)
+class StateOperatorStats:
+    """One stateful operator of a query as its last batch's progress reports it
+    (``stateOperators``): how its state is spread and what keeping it cost.
+
+    ``partitions`` is the operator's ``numShufflePartitions``, fixed at the query's first
+    start: the stateful stage runs that many tasks, whatever the executor count. The RocksDB
+    figures (``disk_bytes``, ``loaded``, ``load_s``, ``bytes_copied``) are None with another
+    provider."""
+
+    operator: str
+    """``operatorName``, with ``#2``, ``#3``... when a query has several of one name."""
+    partitions: int
+    rows: int
+    rows_updated: int
+    rows_removed: int
+    memory_bytes: int
+    commit_s: float
+    store_instances: int
+    disk_bytes: int | None = None
+    """Size of the SST files (``rocksdbSstFileSize``)."""
+    loaded: int | None = None
+    """State stores loaded from the checkpoint this batch (``rocksdbNumLoadedFromDfs``)."""
+    load_s: float | None = None
+    """Time spent loading state stores this batch (``rocksdbLoadLatencyMs``)."""
+    bytes_copied: int | None = None
+    """Checkpoint bytes copied this batch, both ways (``rocksdbBytesCopied``)."""
+
+
+def state_operators(progress: Mapping[str, Any]) -> tuple[StateOperatorStats, ...]:
+    """The stateful operators of one progress (a ``StreamingQueryProgress``'s JSON)."""
+    out: list[StateOperatorStats] = []
+    seen: dict[str, int] = {}
+    for op in progress.get("stateOperators") or ():
+        name = str(op.get("operatorName") or "state")
+        seen[name] = seen.get(name, 0) + 1
+        custom: Mapping[str, Any] = op.get("customMetrics") or {}
+        load_ms = custom.get("rocksdbLoadLatencyMs")
+        out.append(
+            StateOperatorStats(
+                operator=name if seen[name] == 1 else f"{name}#{seen[name]}",
+                partitions=int(op.get("numShufflePartitions") or 0),
+                rows=int(op.get("numRowsTotal") or 0),
+                rows_updated=int(op.get("numRowsUpdated") or 0),
+                rows_removed=int(op.get("numRowsRemoved") or 0),
+                memory_bytes=int(op.get("memoryUsedBytes") or 0),
+                commit_s=float(op.get("commitTimeMs") or 0) / 1000.0,
+                store_instances=int(op.get("numStateStoreInstances") or 0),
+                disk_bytes=_int_or_none(custom.get("rocksdbSstFileSize")),
+                loaded=_int_or_none(custom.get("rocksdbNumLoadedFromDfs")),
+                load_s=None if load_ms is None else float(load_ms) / 1000.0,
+                bytes_copied=_int_or_none(custom.get("rocksdbBytesCopied")),
+            )
+        )
+    return tuple(out)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def state_partitions(operators: Sequence[StateOperatorStats]) -> tuple[int, str] | None:
+    """The fewest state partitions among a query's stateful operators, and that operator:
+    the stateful stage with the fewest tasks (None without a stateful operator)."""
+    known = [(op.partitions, op.operator) for op in operators if op.partitions > 0]
+    return min(known) if known else None
+
+
+@dataclass(frozen=True, slots=True)
 class ProgressSample:
     """What one progress event of one query says.
 
     ``wall_time`` is when the end offsets were observed (seconds since the epoch).
-    ``batch`` is None for samples that report no batch (idle refreshes).
+    ``batch`` is None for samples that report no batch (idle refreshes); ``state`` holds the
+    batch's stateful operators (none for a stateless query).
     """
 
     query: str
     wall_time: float
     partitions: tuple[PartitionOffsets, ...]
     batch: BatchStats | None = None
+    state: tuple[StateOperatorStats, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +370,8 @@ class QuerySnapshot:
     batch_durations: HistogramState
     recent_input_rate: float | None = None
     """Input records/s over the tracker's short window (a step shows in it first)."""
+    state_operators: tuple[StateOperatorStats, ...] = ()
+    """The stateful operators of the query's last batch (none: stateless)."""
 
     @property
     def age_s(self) -> float:
@@ -330,6 +402,7 @@ class _QueryState:
     sample_time: float = -math.inf
     batches: deque[BatchStats] = field(default_factory=deque)
     durations: _Histogram | None = None
+    state: tuple[StateOperatorStats, ...] = ()
 
 
 class LagTracker:
@@ -386,6 +459,7 @@ class LagTracker:
                 history.add(point)
             state.sample_time = max(state.sample_time, sample.wall_time)
             if sample.batch is not None:
+                state.state = sample.state
                 state.batches.append(sample.batch)
                 while len(state.batches) > self.max_batches:
                     state.batches.popleft()
@@ -475,6 +549,7 @@ class LagTracker:
             batches=tuple(state.batches),
             batch_durations=durations.state(),
             recent_input_rate=recent_input_rate,
+            state_operators=state.state,
         )
 
     # autoscaler reports -------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pipeline_io import consume_all, other_source, produce
 
+from streamscale.lag.model import state_operators
 from streamscale.pipelines import hits as codec
 from streamscale.pipelines.game_sessions import GameSessions, GameTopics
 from streamscale.settings import KafkaSource, Settings
@@ -39,6 +40,11 @@ def run(spark: Any, pipeline: GameSessions) -> dict[str, int]:
     query = pipeline.start(spark, {"availableNow": True})
     query.awaitTermination(300)
     assert query.exception() is None, query.exception()
+    # Spark's state store holds the sessions: one stateful operator, on RocksDB, with the
+    # state partitions the settings ask for (what /metrics and the autoscaler read).
+    (op,) = state_operators(query.lastProgress)
+    assert op.partitions == int(spark.conf.get("spark.sql.shuffle.partitions"))
+    assert op.disk_bytes is not None and op.loaded is not None
     totals: dict[str, int] = {}
     for progress in query.recentProgress:
         for key, value in pipeline.batch_counts(progress).items():
