@@ -353,7 +353,8 @@ class FakeActuator:
 
     A faulty cluster manager: ``fail`` refuses every request; ``refuse`` refuses the next
     that many; ``lose`` acknowledges the next that many and does nothing (a request lost
-    on its way, or granted executors that never come)."""
+    on its way, or granted executors that never come). ``state`` is what each executor
+    (ids ``"0"`` up) holds loaded, reported in ``removed`` when it goes."""
 
     current: int = 1
     max_executors: int | None = None
@@ -362,6 +363,7 @@ class FakeActuator:
     refuse: int = 0
     lose: int = 0
     history: list[int] = field(default_factory=list)
+    state: dict[str, LoadedState] = field(default_factory=dict)
     _pending: int | None = None
     _countdown: int = 0
 
@@ -387,8 +389,9 @@ class FakeActuator:
             self.lose -= 1
             return ApplyResult(target, wanted, before, tuple(str(i) for i in range(wanted, before)))
         killed = tuple(str(i) for i in range(wanted, before))
+        removed = tuple(removed_executor(ExecutorState(k), self.state) for k in killed)
         if self.delay_applies:
             self._pending, self._countdown = wanted, self.delay_applies
         else:
             self.current = wanted
-        return ApplyResult(target, wanted, before, killed)
+        return ApplyResult(target, wanted, before, killed, removed=removed)
