@@ -28,13 +28,23 @@ What Spark 4.3 does on standalone, found by experiment (see docs/benchmarks.md):
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from streamscale.autoscale.headroom import DYNAMIC_ALLOCATION_ON
+from streamscale.autoscale.state_placement import (
+    NO_STATE,
+    LoadedState,
+    SparkStateReader,
+    StateReader,
+)
 from streamscale.errors import ConfigError, Error
+
+log = logging.getLogger(__name__)
 
 
 class ExecutorWaitTimeout(Error, TimeoutError):
@@ -62,11 +72,28 @@ class ExecutorState:
 
 
 @dataclass(frozen=True)
+class Removed:
+    """An executor a scale-in removed, and what its loss costs: the tasks it was running and
+    the state partitions it held loaded (``state_bytes`` None: size unknown), which the next
+    micro-batch reloads on another executor."""
+
+    id: str
+    active_tasks: int = 0
+    state_partitions: int = 0
+    state_bytes: int | None = 0
+
+    def as_tuple(self) -> tuple[str, int, int, int | None]:
+        """``(id, active tasks, state partitions, state bytes)``, as the decision log has it."""
+        return (self.id, self.active_tasks, self.state_partitions, self.state_bytes)
+
+
+@dataclass(frozen=True)
 class ApplyResult:
     """What one :meth:`Actuator.apply` did.
 
     ``target`` is the total sent to the cluster manager (``requested`` clamped to
-    ``[0, max_executors]``); ``killed`` the executors asked to stop, idle ones first;
+    ``[0, max_executors]``); ``killed`` the executors asked to stop, cheapest loss first
+    (:func:`choose_victims`), and ``removed`` the same with what each held;
     ``acknowledged`` whether the cluster manager accepted the request; ``error`` why not.
     """
 
@@ -76,6 +103,7 @@ class ApplyResult:
     killed: tuple[str, ...] = ()
     acknowledged: bool = True
     error: str | None = None
+    removed: tuple[Removed, ...] = ()
 
     @property
     def direction(self) -> Direction:
@@ -103,19 +131,47 @@ class Actuator(Protocol):
         ...
 
 
-def choose_victims(executors: list[ExecutorState], count: int) -> list[ExecutorState]:
-    """The ``count`` executors to kill: idle first, then least busy; newest first on ties.
+def choose_victims(
+    executors: list[ExecutorState],
+    count: int,
+    state: Mapping[str, LoadedState] | None = None,
+) -> list[ExecutorState]:
+    """The ``count`` executors to kill: those whose loss costs least.
 
-    The newest executor holds the least state and cache, so losing it costs least.
+    Idle first, then least busy (a running task would re-run elsewhere); among executors
+    equally busy, the one holding the fewest state bytes, then the fewest state partitions
+    (each lost partition is reloaded by the next batch), then the newest. ``state`` maps an
+    executor id to what it holds loaded; an executor absent from it holds nothing. When the
+    size of some executor's state is unknown, sizes are ignored and partitions decide. With
+    no state information, this is newest idle first: the newest holds the least cache.
     """
     if count <= 0:
         return []
+    state = state or {}
+    sizes_known = all(s.bytes is not None for s in state.values())
 
-    def newest_first(e: ExecutorState) -> tuple[int, int, str]:
+    def cheapest_first(e: ExecutorState) -> tuple[int, int, int, int, str]:
+        held = state.get(e.id, NO_STATE)
+        size = (held.bytes or 0) if sizes_known else 0
         numeric = -int(e.id) if e.id.isdigit() else 0
-        return (e.active_tasks, numeric, e.id)
+        return (e.active_tasks, size, held.partitions, numeric, e.id)
 
-    return sorted(executors, key=newest_first)[:count]
+    return sorted(executors, key=cheapest_first)[:count]
+
+
+def removed_executor(victim: ExecutorState, state: Mapping[str, LoadedState]) -> Removed:
+    """The record of a victim with the state it held (none when absent from ``state``)."""
+    held = state.get(victim.id, NO_STATE)
+    return Removed(victim.id, victim.active_tasks, held.partitions, held.bytes)
+
+
+def describe_removed(
+    executor: str, active_tasks: int, state_partitions: int, state_bytes: int | None
+) -> str:
+    """One phrase for the log: ``removed executor 1 (2 tasks, 3 state partitions, 6211 B)``."""
+    size = "size unknown" if state_bytes is None else f"{state_bytes} B"
+    tasks = f"{active_tasks} tasks, " if active_tasks else ""
+    return f"removed executor {executor} ({tasks}{state_partitions} state partitions, {size})"
 
 
 def clamp(target: int, max_executors: int | None) -> int:
@@ -143,13 +199,25 @@ class SparkActuator:
     With ``kill_busy`` (the default) a scale-in that finds too few idle executors also kills
     the least busy ones (their tasks re-run elsewhere and do not count as failures); without
     it only idle executors go, and a later :meth:`apply` finishes the job.
+
+    A scale-in removes the executors whose loss costs least (:func:`choose_victims`): it reads
+    which state partitions each executor holds loaded with ``state_reader`` (by default
+    :class:`~streamscale.autoscale.state_placement.SparkStateReader`, the status store and
+    the checkpoints); when that read fails, it chooses as without state (newest idle first).
     """
 
-    def __init__(self, spark: SparkSession, *, kill_busy: bool = True) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        *,
+        kill_busy: bool = True,
+        state_reader: StateReader | None = None,
+    ) -> None:
         self._spark = spark
         self._sc = spark.sparkContext
         self._jsc: Any = self._sc._jsc.sc()
         self._kill_busy = kill_busy
+        self._state_reader: StateReader = state_reader or SparkStateReader(spark)
         self._lock = threading.Lock()
         conf = {str(k): str(v) for k, v in self._sc.getConf().getAll()}
         if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
@@ -217,22 +285,35 @@ class SparkActuator:
             executors = self.executors()
             before = len(executors)
             surplus = before - wanted
-            victims = choose_victims(executors, surplus)
+            state = self.loaded_state() if surplus > 0 else {}
+            victims = choose_victims(executors, surplus, state)
             if not self._kill_busy:
                 victims = [v for v in victims if v.idle]
             killed = tuple(v.id for v in victims)
+            removed = tuple(removed_executor(v, state) for v in victims)
             try:
                 kill_ok = self._kill(list(killed)) if killed else True
                 request_ok = self._request_total(wanted)
             except Exception as exc:  # py4j errors carry the JVM message
-                return ApplyResult(target, wanted, before, killed, False, _short(exc))
+                return ApplyResult(target, wanted, before, killed, False, _short(exc), removed)
             self.target = wanted
             error = None
             if not kill_ok:
                 error = "the cluster manager refused the kill"
             elif not request_ok:
                 error = "the cluster manager did not take the request (local mode?)"
-            return ApplyResult(target, wanted, before, killed, kill_ok and request_ok, error)
+            return ApplyResult(
+                target, wanted, before, killed, kill_ok and request_ok, error, removed
+            )
+
+    def loaded_state(self) -> Mapping[str, LoadedState]:
+        """What each executor holds loaded, as ``state_reader`` reads it; empty (choose as
+        without state) when the read fails: a scale-in must not fail for want of it."""
+        try:
+            return self._state_reader()
+        except Exception as exc:
+            log.warning("state placement unreadable, removing the newest idle: %s", _short(exc))
+            return {}
 
     def wait_for(
         self,
@@ -272,7 +353,8 @@ class FakeActuator:
 
     A faulty cluster manager: ``fail`` refuses every request; ``refuse`` refuses the next
     that many; ``lose`` acknowledges the next that many and does nothing (a request lost
-    on its way, or granted executors that never come)."""
+    on its way, or granted executors that never come). ``state`` is what each executor
+    (ids ``"0"`` up) holds loaded, reported in ``removed`` when it goes."""
 
     current: int = 1
     max_executors: int | None = None
@@ -281,6 +363,7 @@ class FakeActuator:
     refuse: int = 0
     lose: int = 0
     history: list[int] = field(default_factory=list)
+    state: dict[str, LoadedState] = field(default_factory=dict)
     _pending: int | None = None
     _countdown: int = 0
 
@@ -306,8 +389,9 @@ class FakeActuator:
             self.lose -= 1
             return ApplyResult(target, wanted, before, tuple(str(i) for i in range(wanted, before)))
         killed = tuple(str(i) for i in range(wanted, before))
+        removed = tuple(removed_executor(ExecutorState(k), self.state) for k in killed)
         if self.delay_applies:
             self._pending, self._countdown = wanted, self.delay_applies
         else:
             self.current = wanted
-        return ApplyResult(target, wanted, before, killed)
+        return ApplyResult(target, wanted, before, killed, removed=removed)

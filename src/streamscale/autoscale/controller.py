@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, Protocol
 
-from streamscale.autoscale.actuator import Actuator, ApplyResult
+from streamscale.autoscale.actuator import Actuator, ApplyResult, describe_removed
 from streamscale.autoscale.policy import (
     BatchSample,
     Decision,
@@ -92,6 +92,9 @@ class DecisionRecord:
     metrics_age_s: float | None = None
     policy_target: float | None = None
     killed: tuple[str, ...] = ()
+    removed: tuple[tuple[str, int, int, int | None], ...] = ()
+    """What the killed executors cost: ``(id, running tasks, state partitions held loaded,
+    their bytes in the checkpoint or None)``; the next batch reloads those partitions."""
     error: str | None = None
     batches: tuple[tuple[int, float, float, int, int], ...] = ()
     """Batches completed since the previous record: ``(id, started, busy s, records,
@@ -411,6 +414,7 @@ class Controller:
             metrics_age_s=_round(obs.metrics_age_s),
             policy_target=_round(decision.target),
             killed=() if result is None else result.killed,
+            removed=() if result is None else tuple(r.as_tuple() for r in result.removed),
             error=None if result is None else result.error,
             batches=tuple(batches),
             parallelism=obs.parallel_tasks,
@@ -448,12 +452,13 @@ class Controller:
         self.tracker.count_decision(record.direction, record.reason)
         if record.outcome != "held":
             log.info(
-                "%s: %s to %d executors (%s): %s",
+                "%s: %s to %d executors (%s): %s%s",
                 record.query or "(no query)",
                 record.direction,
                 record.desired,
                 record.reason,
                 record.outcome,
+                "".join(f"; {describe_removed(*r)}" for r in record.removed),
             )
         if self.decision_log is not None:
             if self._log_file is None:

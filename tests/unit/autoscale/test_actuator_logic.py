@@ -6,17 +6,26 @@ namespace in pytest's default import mode.)
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streamscale.autoscale.actuator import (
     Actuator,
     ApplyResult,
     ExecutorState,
     FakeActuator,
+    Removed,
+    SparkActuator,
     choose_victims,
     clamp,
+    describe_removed,
     max_executors_from_conf,
 )
+from streamscale.autoscale.state_placement import LoadedState
 
 
 def ex(executor_id: str, active: int = 0) -> ExecutorState:
@@ -37,6 +46,141 @@ def ex(executor_id: str, active: int = 0) -> ExecutorState:
 )
 def test_choose_victims(executors: list[ExecutorState], count: int, expected: list[str]) -> None:
     assert [e.id for e in choose_victims(executors, count)] == expected
+
+
+def held(partitions: int, size: int | None) -> LoadedState:
+    return LoadedState(partitions, size)
+
+
+@pytest.mark.parametrize(
+    ("executors", "state", "count", "expected"),
+    [
+        # both idle, the older holds less: it goes, where newest-first would keep it
+        ([ex("0"), ex("1")], {"0": held(2, 800), "1": held(2, 6000)}, 1, ["0"]),
+        # an executor absent from the state holds nothing: it goes first
+        ([ex("0"), ex("1"), ex("2")], {"0": held(1, 10), "2": held(1, 10)}, 1, ["1"]),
+        # equal bytes: fewer partitions goes
+        ([ex("0"), ex("1")], {"0": held(1, 100), "1": held(3, 100)}, 1, ["0"]),
+        # equal bytes and partitions: newest goes
+        ([ex("0"), ex("1")], {"0": held(2, 100), "1": held(2, 100)}, 1, ["1"]),
+        # busy-ness first: the idle one goes even with more state
+        ([ex("0", 1), ex("1")], {"0": held(0, 0), "1": held(4, 9000)}, 1, ["1"]),
+        # two to remove: the two cheapest, cheapest first
+        (
+            [ex("0"), ex("1"), ex("2")],
+            {"0": held(2, 50), "1": held(2, 5000), "2": held(2, 500)},
+            2,
+            ["0", "2"],
+        ),
+        # a size unknown: sizes are ignored, partitions decide
+        ([ex("0"), ex("1")], {"0": held(3, None), "1": held(1, 9000)}, 1, ["1"]),
+        ([ex("0"), ex("1")], {"0": held(1, None), "1": held(3, 10)}, 1, ["0"]),
+        # no state information: newest idle first, as before
+        ([ex("0"), ex("1"), ex("2", 1)], {}, 1, ["1"]),
+        ([ex("0"), ex("1"), ex("2", 1)], None, 2, ["1", "0"]),
+    ],
+)
+def test_choose_victims_by_state(
+    executors: list[ExecutorState],
+    state: dict[str, LoadedState] | None,
+    count: int,
+    expected: list[str],
+) -> None:
+    assert [e.id for e in choose_victims(executors, count, state)] == expected
+
+
+executor_sets = st.lists(
+    st.tuples(st.integers(0, 2), st.integers(0, 4), st.integers(0, 10_000)),
+    min_size=1,
+    max_size=8,
+)
+
+
+@given(executor_sets, st.integers(0, 9))
+def test_a_victim_never_holds_more_than_a_kept_executor_as_busy(
+    specs: list[tuple[int, int, int]], count: int
+) -> None:
+    executors = [ex(str(i), active) for i, (active, _, _) in enumerate(specs)]
+    state = {str(i): held(parts, size) for i, (_, parts, size) in enumerate(specs)}
+    victims = choose_victims(executors, count, state)
+    assert len(victims) == min(count, len(executors))
+    kept = [e for e in executors if e not in victims]
+    for v in victims:
+        for k in kept:
+            assert v.active_tasks <= k.active_tasks, "a busier executor went before"
+            if v.active_tasks == k.active_tasks:
+                size_v, size_k = state[v.id].bytes or 0, state[k.id].bytes or 0
+                assert size_v <= size_k
+                if size_v == size_k:
+                    assert state[v.id].partitions <= state[k.id].partitions
+
+
+@given(st.lists(st.integers(0, 2), min_size=1, max_size=8), st.integers(0, 9))
+def test_without_state_the_choice_is_as_before(actives: list[int], count: int) -> None:
+    executors = [ex(str(i), a) for i, a in enumerate(actives)]
+    before = sorted(executors, key=lambda e: (e.active_tasks, -int(e.id)))[:count]
+    assert choose_victims(executors, count) == before
+    assert choose_victims(executors, count, {}) == before
+    assert choose_victims(executors, count, {e.id: LoadedState() for e in executors}) == before
+
+
+def test_describe_removed() -> None:
+    assert describe_removed(*Removed("1", 0, 2, 6211).as_tuple()) == (
+        "removed executor 1 (2 state partitions, 6211 B)"
+    )
+    assert describe_removed("3", 2, 1, None) == (
+        "removed executor 3 (2 tasks, 1 state partitions, size unknown)"
+    )
+
+
+class _Stub:
+    """Just enough of a SparkSession for the actuator's constructor."""
+
+    def __init__(self) -> None:
+        conf = SimpleNamespace(getAll=lambda: [("spark.cores.max", "3")])
+        jsc = SimpleNamespace(sc=lambda: None)
+        self.sparkContext = SimpleNamespace(_jsc=jsc, getConf=lambda: conf)
+
+
+class _OfflineActuator(SparkActuator):
+    """The Spark actuator with its py4j calls replaced: three executors, all idle."""
+
+    def __init__(self, reader: Any) -> None:
+        super().__init__(_Stub(), state_reader=reader)  # type: ignore[arg-type]
+        self.kills: list[list[str]] = []
+
+    def executors(self) -> list[ExecutorState]:
+        return [ex("0"), ex("1"), ex("2")]
+
+    def _kill(self, ids: list[str]) -> bool:
+        self.kills.append(ids)
+        return True
+
+    def _request_total(self, total: int) -> bool:
+        return True
+
+
+def test_spark_actuator_removes_the_executor_holding_least_state() -> None:
+    reads: list[int] = []
+
+    def reader() -> dict[str, LoadedState]:
+        reads.append(1)
+        return {"0": held(1, 100), "1": held(2, 40), "2": held(3, 9000)}
+
+    actuator = _OfflineActuator(reader)
+    assert actuator.apply(3).killed == () and reads == [], "no scale-in, no read"
+    result = actuator.apply(2)
+    assert result.ok and result.killed == ("1",) and actuator.kills == [["1"]]
+    assert result.removed == (Removed("1", 0, 2, 40),)
+
+
+def test_spark_actuator_without_a_readable_state_removes_the_newest_idle() -> None:
+    def broken() -> dict[str, LoadedState]:
+        raise RuntimeError("py4j: connection refused")
+
+    result = _OfflineActuator(broken).apply(2)
+    assert result.ok and result.killed == ("2",)
+    assert result.removed == (Removed("2", 0, 0, 0),)
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from streamscale.autoscale.controller import (
     with_limits,
 )
 from streamscale.autoscale.policy import PolicyConfig, PolicyKind, Reason
+from streamscale.autoscale.state_placement import LoadedState
 from streamscale.lag.model import BatchStats, LagTracker, PartitionOffsets, ProgressSample
 
 
@@ -233,6 +234,25 @@ def test_surplus_executors_are_removed_even_when_the_target_is_already_met(tmp_p
         feed(tracker, clock.t, [0] * 4, [0] * 4, 0, busy=0.1)
         controller.step()
     assert actuator.running() == 1
+
+
+def test_the_decision_log_says_what_the_removed_executor_held(tmp_path: Path) -> None:
+    controller, tracker, actuator, clock = make(tmp_path)
+    controller.target, actuator.current = 2, 2
+    actuator.state = {"0": LoadedState(2, 9000), "1": LoadedState(2, 1024)}
+    feed(tracker, clock.t, [0] * 4, [0] * 4, 1, busy=0.5)
+    applied = []
+    for _ in range(8):
+        clock.t += 5
+        feed(tracker, clock.t, [0] * 4, [0] * 4, 0, busy=0.1)
+        record = controller.step()
+        if record.outcome == "applied":
+            applied.append(record)
+    assert [(r.killed, r.removed) for r in applied] == [(("1",), (("1", 0, 2, 1024),))]
+    lines = [json.loads(line) for line in (tmp_path / "decisions.jsonl").read_text().splitlines()]
+    assert [line["removed"] for line in lines if line["outcome"] == "applied"] == [
+        [["1", 0, 2, 1024]]
+    ]
 
 
 def test_missing_metrics_do_not_shrink_the_partition_cap(tmp_path: Path) -> None:

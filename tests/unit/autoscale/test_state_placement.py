@@ -1,0 +1,82 @@
+"""The pure parts of the state placement reader: task placement, per-executor sums."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streamscale.autoscale.state_placement import (
+    LoadedState,
+    StatePartition,
+    TaskRecord,
+    is_stateful_graph,
+    loaded_by_executor,
+    placement_from_tasks,
+)
+
+
+@pytest.mark.parametrize(
+    ("tasks", "expected"),
+    [
+        ([], {}),
+        (
+            [TaskRecord(10, 1, "1", "SUCCESS"), TaskRecord(9, 0, "0", "SUCCESS")],
+            {0: "0", 1: "1"},
+        ),
+        # a failed attempt loaded nothing that stays: its retry's executor holds the partition
+        ([TaskRecord(10, 0, "0", "FAILED"), TaskRecord(12, 0, "1", "SUCCESS")], {0: "1"}),
+        ([TaskRecord(10, 0, "0", "KILLED"), TaskRecord(11, 0, "1", "RUNNING")], {}),
+        # two successful attempts (speculation): the later one's executor
+        ([TaskRecord(13, 0, "1", "SUCCESS"), TaskRecord(12, 0, "0", "SUCCESS")], {0: "1"}),
+    ],
+)
+def test_placement_from_tasks(tasks: list[TaskRecord], expected: dict[int, str]) -> None:
+    assert placement_from_tasks(tasks) == expected
+
+
+@pytest.mark.parametrize(
+    ("partitions", "expected"),
+    [
+        ([], {}),
+        (
+            [
+                StatePartition("q", 0, "1", 5981),
+                StatePartition("q", 1, "0", 419),
+                StatePartition("q", 2, "1", 230),
+                StatePartition("q", 3, "0", 408),
+            ],
+            {"0": LoadedState(2, 827), "1": LoadedState(2, 6211)},
+        ),
+        # two queries on the same executor add up
+        (
+            [StatePartition("a", 0, "0", 10), StatePartition("b", 0, "0", 5)],
+            {"0": LoadedState(2, 15)},
+        ),
+        # one size unknown makes the executor's total unknown
+        (
+            [StatePartition("q", 0, "0", 10), StatePartition("q", 1, "0", None)],
+            {"0": LoadedState(2, None)},
+        ),
+    ],
+)
+def test_loaded_by_executor(
+    partitions: list[StatePartition], expected: dict[str, LoadedState]
+) -> None:
+    assert loaded_by_executor(partitions) == expected
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from("0123"), st.integers(0, 10_000)), min_size=0, max_size=20)
+)
+def test_loaded_by_executor_keeps_every_partition_and_byte(specs: list[tuple[str, int]]) -> None:
+    parts = [StatePartition("q", i, e, size) for i, (e, size) in enumerate(specs)]
+    loaded = loaded_by_executor(parts)
+    assert sum(s.partitions for s in loaded.values()) == len(parts)
+    assert sum(s.bytes or 0 for s in loaded.values()) == sum(size for _, size in specs)
+
+
+def test_is_stateful_graph() -> None:
+    assert is_stateful_graph('40 [label="StateStoreRDD [12]<br>start at ..."]')
+    assert is_stateful_graph('label="StateStoreAwareZipPartitionsRDD [7]"')
+    assert not is_stateful_graph('label="ShuffledRowRDD [3]<br>MapPartitionsRDD [4]"')
