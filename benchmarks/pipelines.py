@@ -526,11 +526,12 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
                     for key, n in pipeline.batch_counts(progress).items():
                         totals[key] = totals.get(key, 0) + n
                 watermark_ms = final_watermark_ms(games)
+                frames, approved = totals.get("frames.records", 0), totals.get("join.approved", 0)
                 print(
-                    f"  game-sessions frames {totals['frames.records']:,}: approved "
-                    f"{totals['join.approved']:,}, unapproved {totals['join.unapproved']:,}, "
+                    f"  game-sessions frames {frames:,}: approved {approved:,}, "
+                    f"unapproved {totals.get('join.unapproved', 0):,}, "
                     f"late rows {totals.get('late.rows', 0):,}, the rest in open windows;"
-                    f" sessions closed {totals['sessions.closed']}",
+                    f" sessions closed {totals.get('sessions.closed', 0)}",
                     flush=True,
                 )
                 name = f"game sessions, Spark {pipeline.source}"

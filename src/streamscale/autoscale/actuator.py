@@ -285,7 +285,11 @@ class SparkActuator:
             executors = self.executors()
             before = len(executors)
             surplus = before - wanted
-            state = self.loaded_state() if surplus > 0 else {}
+            state: Mapping[str, LoadedState] = {}
+            if surplus > 0:
+                state = self.loaded_state()
+                if state:  # the read took time: the choice is made on what runs now
+                    executors = self.executors()
             victims = choose_victims(executors, surplus, state)
             if not self._kill_busy:
                 victims = [v for v in victims if v.idle]

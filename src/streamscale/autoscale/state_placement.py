@@ -129,6 +129,8 @@ class SparkStateReader:
         """Every state partition of the active queries with its executor and size."""
         out: list[StatePartition] = []
         for query in self._spark.streams.active:
+            if not (query.lastProgress or {}).get("stateOperators"):
+                continue  # stateless (or no batch yet): nothing loaded, no job to look at
             run_id = str(query.runId)
             placement = self.placement(run_id)
             if not placement:
