@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from streamscale.autoscale.actuator import Actuator, ApplyResult, describe_removed
+from streamscale.autoscale.capacity import UNKNOWN as UNKNOWN_CAPACITY
 from streamscale.autoscale.policy import (
     BatchSample,
     Decision,
@@ -35,6 +36,7 @@ from streamscale.autoscale.policy import (
     PolicyState,
     decide,
 )
+from streamscale.autoscale.scale_cost import BatchCost, ScaleCost, ScaleEvent, measure, next_pause
 from streamscale.errors import ConfigError
 from streamscale.lag.model import QuerySnapshot, state_partitions
 
@@ -61,6 +63,15 @@ class SnapshotSource(Protocol):
     ) -> None: ...
 
     def count_decision(self, direction: str, reason: str, n: int = 1) -> None: ...
+
+    def set_scale_cost(
+        self, query: str, *, pause_s: float, reloaded: int, priced_s: float
+    ) -> None: ...
+
+
+EVENT_MAX_AGE_S = 600.0
+"""A scale event still unmeasured after this long is dropped (no steady fit to measure
+against, or the query ran no batch)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,11 @@ class DecisionRecord:
     executors)``, times in seconds since the epoch."""
     parallelism: int | None = None
     """Tasks a batch can run at once: the useful executor count is this / executor cores."""
+    scale_costs: tuple[dict[str, float | int], ...] = ()
+    """Scale events whose cost was measured at this step (:class:`.scale_cost.ScaleCost`):
+    the pause each caused over the batches after it and the state they reloaded."""
+    priced_pause_s: float | None = None
+    """The pause this step priced a change with (measured, or the configured default)."""
     parallelism_bound: str | None = None
     """Which bound held: ``source tasks``, or ``state partitions`` (with the operator's
     name) when a stateful stage has fewer tasks than the source."""
@@ -277,6 +293,9 @@ class Controller:
         self._partitions: dict[str, int] = {}
         self._state_partitions: dict[str, tuple[int, str]] = {}
         self._served: tuple[str, ...] = ()
+        self._events: list[ScaleEvent] = []
+        self.costs: list[ScaleCost] = []
+        """Every scale event's measured cost, oldest first."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._log_file: IO[str] | None = None
@@ -314,11 +333,64 @@ class Controller:
                 else observation(None, now=now, running=running, pending=pending)
             )
             config = with_limits(self.config, list(limits.values())) if limits else self.config
+            measured = self._measure(snapshots, running)
+            config = replace(config, restart_pause_s=self.priced_pause_s)
             decision, self.state = decide(config, self.state, obs)
             result = self._apply(decision, running)
+            if result is not None and result.ok and decision.desired != running:
+                capacity = decision.capacity or UNKNOWN_CAPACITY
+                self._events.append(ScaleEvent(self.clock(), running, decision.desired, capacity))
             record = self._record(now, obs, snapshots, decision, running, pending, result)
+            if measured:
+                record = replace(record, scale_costs=tuple(c.as_dict() for c in measured))
         self._emit(record)
         return record
+
+    @property
+    def priced_pause_s(self) -> float:
+        """The pause the next change is priced with: measured on the last changes
+        (:func:`~streamscale.autoscale.scale_cost.next_pause`), the configured one before."""
+        return next_pause(self.costs, self.config.restart_pause_s)
+
+    def _measure(self, snapshots: dict[str, QuerySnapshot | None], running: int) -> list[ScaleCost]:
+        """Close the scale events whose following batches have run: their measured costs."""
+        if not self._events:
+            return []
+        batches = [
+            BatchCost(
+                b.wall_time - b.busy_s,
+                b.busy_s,
+                b.records,
+                self._batch_executors.get(name, {}).get(b.batch_id, running),
+                b.state_loaded,
+                b.state_load_s,
+                b.state_bytes_copied,
+            )
+            for name, snap in snapshots.items()
+            if snap is not None
+            for b in snap.batches
+        ]
+        measured: list[ScaleCost] = []
+        for event in list(self._events):
+            cost = measure(event, batches)
+            if cost is None:
+                if self.clock() - event.time_s > EVENT_MAX_AGE_S:
+                    self._events.remove(event)  # no steady fit, or no batch ran: unmeasured
+                continue
+            self._events.remove(event)
+            measured.append(cost)
+            self.costs.append(cost)
+            log.info(
+                "scale %d -> %d cost a pause of %.1f s over %d batches (%d state stores "
+                "reloaded in %.1f s)",
+                cost.before,
+                cost.after,
+                cost.pause_s,
+                cost.batches,
+                cost.reloaded,
+                cost.load_s,
+            )
+        return measured
 
     def _names(self, now: float) -> tuple[str, ...]:
         if isinstance(self.query, str):
@@ -417,6 +489,7 @@ class Controller:
             removed=() if result is None else tuple(r.as_tuple() for r in result.removed),
             error=None if result is None else result.error,
             batches=tuple(batches),
+            priced_pause_s=_round(self.priced_pause_s),
             parallelism=obs.parallel_tasks,
             parallelism_bound=self._bound(obs),
         )
@@ -449,6 +522,11 @@ class Controller:
             self.tracker.set_capacity(
                 name, fixed_cost_s=record.fixed_cost_s, executor_rate=record.executor_rate
             )
+            if self.costs:
+                last = self.costs[-1]
+                self.tracker.set_scale_cost(
+                    name, pause_s=last.pause_s, reloaded=last.reloaded, priced_s=self.priced_pause_s
+                )
         self.tracker.count_decision(record.direction, record.reason)
         if record.outcome != "held":
             log.info(

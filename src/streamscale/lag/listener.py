@@ -73,16 +73,18 @@ def sample_from_progress(
     started = parse_timestamp(str(progress["timestamp"]))
     observed = started + float(durations.get("latestOffset", 0)) / 1000.0
     trigger_s = float(durations.get("triggerExecution", 0)) / 1000.0
+    state = state_operators(progress)
     batch = BatchStats(
         batch_id=int(progress.get("batchId", -1)),
         wall_time=started + trigger_s,
         records=records,
         busy_s=trigger_s,
         process_s=float(durations.get("addBatch", 0)) / 1000.0,
+        state_loaded=sum(op.loaded or 0 for op in state),
+        state_load_s=sum(op.load_s or 0.0 for op in state),
+        state_bytes_copied=sum(op.bytes_copied or 0 for op in state),
     )
-    return ProgressSample(
-        query or query_label(progress), observed, parts, batch, state_operators(progress)
-    )
+    return ProgressSample(query or query_label(progress), observed, parts, batch, state)
 
 
 class LagListener(StreamingQueryListener):  # type: ignore[misc]

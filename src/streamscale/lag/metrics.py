@@ -127,6 +127,21 @@ def _families() -> dict[str, Metric]:
             "Checkpoint bytes a stateful operator's last batch copied (uploads and reloads).",
             QO,
         ),
+        (
+            "streamscale_scale_pause_seconds",
+            "Pause the last measured scale event of a query caused (batch time above the fit).",
+            ["query"],
+        ),
+        (
+            "streamscale_scale_reloaded_partitions",
+            "State stores the batches after the last measured scale event reloaded.",
+            ["query"],
+        ),
+        (
+            "streamscale_scale_priced_pause_seconds",
+            "Pause the autoscaler prices its next change of a query with.",
+            ["query"],
+        ),
         ("kafka_consumergroup_group_lag", "Group offset lag of a partition.", KLE),
         (
             "kafka_consumergroup_group_lag_seconds",
@@ -208,6 +223,10 @@ class LagCollector(Collector):
                 add("streamscale_batch_fixed_cost_seconds", [query], fixed_cost)
             if rate is not None:
                 add("streamscale_executor_records_per_second", [query], rate)
+        for query, (pause_s, reloaded, priced_s) in sorted(self.tracker.scale_costs().items()):
+            add("streamscale_scale_pause_seconds", [query], pause_s)
+            add("streamscale_scale_reloaded_partitions", [query], reloaded)
+            add("streamscale_scale_priced_pause_seconds", [query], priced_s)
         decisions = families["streamscale_scaling_decisions"]
         assert isinstance(decisions, CounterMetricFamily)
         for (direction, reason), count in sorted(self.tracker.decisions().items()):

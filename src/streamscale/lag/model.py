@@ -82,6 +82,10 @@ class BatchStats:
     records: int
     busy_s: float
     process_s: float
+    state_loaded: int = 0
+    """State stores its stateful operators loaded from the checkpoint (0: stateless)."""
+    state_load_s: float = 0.0
+    state_bytes_copied: int = 0
 
     @property
     def records_per_busy_second(self) -> float:
@@ -432,6 +436,7 @@ class LagTracker:
         self._executors: dict[str, dict[str, int]] = {}
         self._decisions: dict[tuple[str, str], int] = {}
         self._capacity: dict[str, tuple[float | None, float | None]] = {}
+        self._scale_cost: dict[str, tuple[float, int, float]] = {}
 
     # samples ------------------------------------------------------------------------------
     def ingest(self, sample: ProgressSample) -> None:
@@ -488,6 +493,7 @@ class LagTracker:
             self._queries.pop(query, None)
             self._executors.pop(query, None)
             self._capacity.pop(query, None)
+            self._scale_cost.pop(query, None)
 
     def queries(self) -> list[str]:
         with self._lock:
@@ -581,6 +587,17 @@ class LagTracker:
         """``{query: (fixed cost s per batch, records/s per executor)}`` as last set."""
         with self._lock:
             return dict(self._capacity)
+
+    def set_scale_cost(self, query: str, *, pause_s: float, reloaded: int, priced_s: float) -> None:
+        """Record the autoscaler's last measured scale event of a query: its pause, the state
+        stores it reloaded, and the pause the next change is priced with."""
+        with self._lock:
+            self._scale_cost[query] = (pause_s, reloaded, priced_s)
+
+    def scale_costs(self) -> dict[str, tuple[float, int, float]]:
+        """``{query: (last pause s, state stores reloaded, pause s priced next)}``."""
+        with self._lock:
+            return dict(self._scale_cost)
 
     def count_decision(self, direction: str, reason: str, n: int = 1) -> None:
         """Count a scaling decision (direction up|down|none, reason free text, low cardinality)."""

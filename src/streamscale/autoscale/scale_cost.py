@@ -1,0 +1,111 @@
+"""What a scale event cost: the pause it caused, measured on the batches that followed it.
+
+Flink's autoscaler measures each rescale's restart time and prices it into the next decision;
+Kafka Streams' warm-up replicas exist because moving state is the cost of a change. Here a
+change of the executor count costs the batches after it time above what the capacity fit,
+taken just before the change, predicts for their records at their executor count: tasks
+rescheduled, Kafka consumers and Python workers started on new executors, and state
+partitions reloaded from the checkpoint (RocksDB snapshot plus changelog replay) wherever a
+state partition moved. :func:`measure` adds that excess over the first ``window`` batches
+that started after the change, with the state the stateful operators reloaded meanwhile.
+
+Pure: no Spark, no I/O. The controller opens a :class:`ScaleEvent` when it applies a change,
+and passes the measured pause to the policy as the cost of its next change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from streamscale.autoscale.capacity import Capacity
+
+WINDOW = 3
+"""Batches after a change over which its pause is measured (a moved state partition is
+reloaded by the first batch that runs it; stragglers by the next)."""
+
+
+@dataclass(frozen=True)
+class ScaleEvent:
+    """A change of the executor count, applied at ``time_s`` (seconds since the epoch)."""
+
+    time_s: float
+    before: int
+    after: int
+    capacity: Capacity
+    """The capacity fit when the change was decided: the steady reference."""
+
+
+@dataclass(frozen=True)
+class BatchCost:
+    """One batch as the measure needs it: when it started, how long it ran, its records,
+    the executors it ran on, and what its stateful operators reloaded."""
+
+    started_s: float
+    busy_s: float
+    records: int
+    executors: int
+    loaded: int = 0
+    """State stores loaded from the checkpoint (``rocksdbNumLoadedFromDfs``, summed)."""
+    load_s: float = 0.0
+    bytes_copied: int = 0
+
+
+@dataclass(frozen=True)
+class ScaleCost:
+    """The measured cost of one :class:`ScaleEvent`."""
+
+    time_s: float
+    before: int
+    after: int
+    batches: int
+    pause_s: float
+    """Busy time of the batches after the change above the steady fit's prediction."""
+    reloaded: int
+    """State stores reloaded from the checkpoint by those batches."""
+    load_s: float
+    bytes_copied: int
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "time": round(self.time_s, 3),
+            "before": self.before,
+            "after": self.after,
+            "batches": self.batches,
+            "pause_s": round(self.pause_s, 3),
+            "reloaded": self.reloaded,
+            "load_s": round(self.load_s, 3),
+            "bytes_copied": self.bytes_copied,
+        }
+
+
+def measure(
+    event: ScaleEvent, batches: Sequence[BatchCost], window: int = WINDOW
+) -> ScaleCost | None:
+    """The cost of ``event`` once ``window`` batches started after it; None before that, or
+    when there was no steady fit to measure against (a pause is never made up)."""
+    after = sorted((b for b in batches if b.started_s >= event.time_s), key=lambda b: b.started_s)
+    if len(after) < window or not event.capacity.known:
+        return None
+    counted = after[:window]
+    excess = sum(
+        max(0.0, b.busy_s - event.capacity.batch_seconds(b.records, b.executors)) for b in counted
+    )
+    return ScaleCost(
+        time_s=event.time_s,
+        before=event.before,
+        after=event.after,
+        batches=len(counted),
+        pause_s=excess,
+        reloaded=sum(b.loaded for b in counted),
+        load_s=sum(b.load_s for b in counted),
+        bytes_copied=sum(b.bytes_copied for b in counted),
+    )
+
+
+def next_pause(costs: Sequence[ScaleCost], default_s: float) -> float:
+    """The pause to price the next change with: the mean of the last three measured (a
+    state that grew makes the next move dearer, and the newest figures say so first);
+    ``default_s`` until one is measured."""
+    recent = [c.pause_s for c in costs[-3:]]
+    return sum(recent) / len(recent) if recent else default_s
