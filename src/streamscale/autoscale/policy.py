@@ -67,6 +67,22 @@ decision's, a steady input does not flap; and a count whose budget ran out is no
 at that input (``PolicyState.outgrown``): a steady input rides once. A rising input, an
 unknown time lag and the urgent backlog spend nothing.
 
+Three rules of ``rate`` come from a trace family it was not tuned on (issue 23,
+:mod:`~streamscale.autoscale.family`):
+
+- *an outage is not an end*: while no record arrives (:func:`silent`), a scale-down is sized
+  for the rate last heard, for up to ``catch_up_s`` (:func:`scale_down_rate`). Producers cut
+  off from the brokers come back, often with what they held; the count removed during their
+  silence had to be added back as they returned, late (a reversal, and an SLO violation);
+- *no scale-down while the input rises* (``hold_input_rising``: the recent average leads the
+  long one by more than the tolerance): at the start of a surge the backlog shows only later,
+  and the count removed would be added back urgently;
+- *a count the input outgrows is topped up* (:func:`outgrown_count`: the input alone exceeds
+  what the running and requested executors carry, by more than the tolerance): the warm-up
+  and the wait for requested executors do not hold it. A scale-up decided as a surge starts
+  sizes on averages that show part of it; its executors' start and warm-up took 30-60 s more
+  before the next one could add what was missing.
+
 One exception, the urgent backlog: when the time lag exceeds ``urgent_time_lag_s`` (default
 30 s, the latency objective), a scale-up after a scale-down is allowed inside the window and
 the warm-up (the scale-down was a mistake; waiting costs the objective), as
