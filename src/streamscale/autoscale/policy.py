@@ -67,6 +67,22 @@ decision's, a steady input does not flap; and a count whose budget ran out is no
 at that input (``PolicyState.outgrown``): a steady input rides once. A rising input, an
 unknown time lag and the urgent backlog spend nothing.
 
+Three rules of ``rate`` come from a trace family it was not tuned on (issue 23,
+:mod:`~streamscale.autoscale.family`):
+
+- *an outage is not an end*: while no record arrives (:func:`silent`), a scale-down is sized
+  for the rate last heard, for up to ``catch_up_s`` (:func:`scale_down_rate`). Producers cut
+  off from the brokers come back, often with what they held; the count removed during their
+  silence had to be added back as they returned, late (a reversal, and an SLO violation);
+- *no scale-down while the input rises* (``hold_input_rising``: the recent average leads the
+  long one by more than the tolerance): at the start of a surge the backlog shows only later,
+  and the count removed would be added back urgently;
+- *a count the input outgrows is topped up* (:func:`outgrown_count`: the input alone exceeds
+  what the running and requested executors carry, by more than the tolerance): the warm-up
+  and the wait for requested executors do not hold it. A scale-up decided as a surge starts
+  sizes on averages that show part of it; its executors' start and warm-up took 30-60 s more
+  before the next one could add what was missing.
+
 One exception, the urgent backlog: when the time lag exceeds ``urgent_time_lag_s`` (default
 30 s, the latency objective), a scale-up after a scale-down is allowed inside the window and
 the warm-up (the scale-down was a mistake; waiting costs the objective), as
@@ -135,6 +151,7 @@ class Reason(StrEnum):
     HOLD_STABILIZING = "hold_stabilizing"
     HOLD_REVERSAL = "hold_reversal"
     HOLD_STEADY = "hold_steady"
+    HOLD_INPUT_RISING = "hold_input_rising"
 
 
 @dataclass(frozen=True)
@@ -333,6 +350,10 @@ class PolicyState:
     outgrown: tuple[int, float] | None = None
     """A ridden count whose budget ran out, and the input rate then: it is not ridden again
     while the input stays above that rate less the tolerance (a steady input rides once)."""
+    heard: tuple[float, float] | None = None
+    """``(time, arrival rate)`` of the last observation with input: during a silence
+    (:func:`silent`), ``rate`` sizes a scale-down for that rate (an outage of the producers
+    is not an input that ended), for up to ``catch_up_s``."""
 
 
 @dataclass(frozen=True)
@@ -732,6 +753,56 @@ def _no_backlog_since(
     return None
 
 
+def silent(obs: Observation) -> bool:
+    """No record arrived over the recent window (the long one when it is not measured)."""
+    recent = obs.recent_input_rate
+    return (obs.input_rate if recent is None else recent) <= 0
+
+
+def rising(config: PolicyConfig, obs: Observation) -> bool:
+    """The recent input average leads the long one by more than the tolerance: the input is
+    rising (a surge starting, a ramp), not wandering within its noise."""
+    recent = obs.recent_input_rate
+    return recent is not None and recent > obs.input_rate * (1 + config.tolerance)
+
+
+def _remember_input(state: PolicyState, obs: Observation) -> PolicyState:
+    """``state`` with this observation's arrival rate as the rate last heard, unless the
+    input is silent."""
+    return state if silent(obs) else replace(state, heard=(obs.now_s, obs.arrival_rate))
+
+
+def scale_down_rate(config: PolicyConfig, state: PolicyState, obs: Observation) -> float:
+    """The input rate ``rate`` sizes a scale-down for (``state`` has seen ``obs``): the
+    arrival rate, and during a silence (:func:`silent`) of up to ``catch_up_s`` the rate last
+    heard. Producers that cannot reach the brokers (an outage of the input) come back, often
+    with what they held on top of their usual rate: a count removed during their silence
+    must be added back as they return, a reversal and late (the warm-up after the change,
+    batches of the smaller count). An input silent for longer has ended; and an input that
+    merely falls is sized for as it falls."""
+    heard = state.heard
+    if silent(obs) and heard is not None and obs.now_s - heard[0] <= config.catch_up_s:
+        return max(obs.arrival_rate, heard[1])
+    return obs.arrival_rate
+
+
+def _with_input(obs: Observation, rate: float) -> Observation:
+    """``obs`` as if both input averages were ``rate`` (no trend)."""
+    return replace(obs, input_rate=rate, recent_input_rate=rate)
+
+
+def outgrown_count(config: PolicyConfig, obs: Observation, capacity: Capacity) -> bool:
+    """``rate``: the input alone is more than the executors running and requested carry
+    when saturated (a known capacity). No transient of a change explains that — the count is
+    too small whatever its next batches measure — so the warm-up and the wait for requested
+    executors do not hold it: a scale-up sized at the start of a surge, before the averages
+    showed all of it, is topped up at the next decision."""
+    if config.kind is not PolicyKind.RATE or not capacity.known:
+        return False
+    count = obs.executors + obs.pending_executors
+    return obs.arrival_rate > _saturated(config, obs, capacity, count) * (1 + config.tolerance)
+
+
 def _lag_target(config: PolicyConfig, obs: Observation) -> float:
     return obs.total_lag / config.lag_threshold
 
@@ -763,6 +834,8 @@ def decide(
         stable_since_s=stable_since,
         capacity=remembered if problem is None else state.capacity,
     )
+    if problem is None:
+        state = _remember_input(state, obs)
 
     def hold(reason: Reason, target: float | None = None) -> tuple[Decision, PolicyState]:
         return Decision(current, reason, current, target, capacity), state
@@ -794,7 +867,8 @@ def decide(
         return change(hi, Reason.BOUNDED_MAX, None)
     if problem is not None:
         return hold(problem)
-    if obs.pending_executors > 0:
+    outgrown = outgrown_count(config, obs, capacity)
+    if obs.pending_executors > 0 and not outgrown:
         return hold(Reason.HOLD_SCALING_IN_PROGRESS)
     since_change = math.inf if state.last_change_s is None else now - state.last_change_s
     window = config.stabilization_window_s
@@ -804,7 +878,8 @@ def decide(
         if after_down and not urgent:
             return hold(Reason.HOLD_REVERSAL)
         return change(1, Reason.SCALE_UP_URGENT if after_down else Reason.SCALE_UP_BACKLOG, None)
-    if not _warm(config, stable_since, obs) and not (urgent and state.last_direction < 0):
+    warm = _warm(config, stable_since, obs) or outgrown
+    if not warm and not (urgent and state.last_direction < 0):
         return hold(Reason.HOLD_WARMING_UP)
 
     sizing: Capacity | None = None
@@ -838,6 +913,15 @@ def decide(
         wanted = _rate_wanted(config, obs, sizing, up=target > current)
         if riding is not None:
             wanted = min(wanted, riding)
+    if config.kind is PolicyKind.RATE and wanted < current and capacity.known:
+        # A silence of the input is sized for as the rate last heard (scale_down_rate): an
+        # outage of the producers is not an input that ended. It only ever keeps more
+        # executors, never more than run.
+        heard = scale_down_rate(config, state, obs)
+        if heard > obs.arrival_rate:
+            kept = _rate_wanted(config, _with_input(obs, heard), capacity, up=False)
+            riding = None
+            wanted = min(current, max(wanted, kept))
 
     if wanted > current:
         if (
@@ -868,6 +952,10 @@ def decide(
             return hold(Reason.HOLD_BACKLOG_DRAINING, target)
         if state.last_direction > 0 and since_change < window:
             return hold(Reason.HOLD_REVERSAL, target)
+        if config.kind is PolicyKind.RATE and rising(config, obs):
+            # The start of a surge or a ramp: the count is about to be needed (its backlog
+            # shows only later); removing it now means adding it back urgently.
+            return hold(Reason.HOLD_INPUT_RISING, target)
         if since_change < window or clear_since is None or now - clear_since < window:
             return hold(Reason.HOLD_STABILIZING, target)
         if current <= lo:

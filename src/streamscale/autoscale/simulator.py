@@ -66,7 +66,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from streamscale.autoscale import policy
+from streamscale.autoscale import family, policy
 from streamscale.autoscale.capacity import BatchSample, Capacity, CapacityMethod, fit
 from streamscale.autoscale.traces import Trace, from_decision_log
 from streamscale.errors import ConfigError
@@ -1043,3 +1043,64 @@ def replay(records: Sequence[Mapping[str, Any]], scenario: Scenario) -> Replay:
     )
     result = simulate(trace, model, replace(scenario, model=model).policy_config())
     return Replay(trace, model, calibration, real, result)
+
+
+# --- scoring on a generated trace family (issue 23) -------------------------------------
+
+FAMILY_POLICIES = ("rate", "lag", "oracle")
+"""What :func:`score_family` runs on each seed's trace."""
+
+
+@dataclass(frozen=True)
+class FamilyScore:
+    """The figures of ``rate``, ``lag`` and the oracle on one generated trace."""
+
+    seed: int
+    description: str
+    rate: Summary
+    lag: Summary
+    oracle: Summary
+
+    def ratio(self, name: str) -> float:
+        """Executor-seconds of ``rate`` or ``lag`` over the oracle's."""
+        value = getattr(self, name).executor_seconds
+        reference = self.oracle.executor_seconds
+        if reference <= 0:
+            return 1.0 if value <= 0 else math.inf
+        return float(value / reference)
+
+    def violates_beyond_oracle(self, name: str) -> bool:
+        """``rate`` or ``lag`` breaks the SLO on a trace where the oracle does not."""
+        return self.oracle.slo_violation_s == 0 and getattr(self, name).slo_violation_s > 0
+
+
+def score_seed(
+    seed: int,
+    duration_s: int | None = None,
+    scenario: Scenario = GENERIC,
+    base: policy.PolicyConfig | None = None,
+) -> FamilyScore:
+    """``rate``, ``lag`` and the oracle on the generated trace of ``seed``
+    (:func:`~streamscale.autoscale.family.generate`), in ``scenario`` (the generic cluster by
+    default) with the throughput jitter drawn from the same seed."""
+    recipe = family.draw(seed, duration_s)
+    trace = family.render(recipe)
+    model = replace(scenario.model, seed=seed)
+    config = scenario.policy_config(base)
+    summaries = {
+        name: simulate(trace, model, resolve(name, config, trace, model)).summary
+        for name in FAMILY_POLICIES
+    }
+    return FamilyScore(
+        seed, recipe.describe(), summaries["rate"], summaries["lag"], summaries["oracle"]
+    )
+
+
+def score_family(
+    seeds: Sequence[int],
+    duration_s: int | None = None,
+    scenario: Scenario = GENERIC,
+    base: policy.PolicyConfig | None = None,
+) -> list[FamilyScore]:
+    """:func:`score_seed` for every seed, in order (one core: a seed at a time)."""
+    return [score_seed(seed, duration_s, scenario, base) for seed in seeds]

@@ -256,9 +256,17 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
         "scaling in progress",
         RATE,
         QUIET,
-        obs(executors=2, pending=2, input_rate=9000),
+        obs(executors=2, pending=2, input_rate=4000),
         4,
         Reason.HOLD_SCALING_IN_PROGRESS,
+    ),
+    (
+        "rate: an input beyond the count requested tops it up while executors start",
+        RATE,
+        QUIET,
+        obs(executors=2, pending=2, input_rate=9000),
+        8,  # 4 requested carry 4 000 rec/s of 9 000: not a transient of the change
+        Reason.SCALE_UP_RATE,
     ),
     # scale-down rules
     (
@@ -410,9 +418,17 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
         "warming up after a rescale",
         RATE,
         replace(QUIET, stable_since_s=NOW - 30, running=2),
-        obs(executors=2, input_rate=5000, batches=sized_batches(1000, 2, [1, 4, 1, 4, 1, 4])),
+        obs(executors=2, input_rate=2100, batches=sized_batches(1000, 2, [1, 4, 1, 4, 1, 4])),
         2,
         Reason.HOLD_WARMING_UP,
+    ),
+    (
+        "rate: an input beyond the count skips the warm-up",
+        RATE,
+        replace(QUIET, stable_since_s=NOW - 30, running=2),
+        obs(executors=2, input_rate=5000, batches=sized_batches(1000, 2, [1, 4, 1, 4, 1, 4])),
+        4,  # 2 carry 2 000 rec/s of 5 000; the SLO-bounded scale-up still applies
+        Reason.SCALE_UP_RATE,
     ),
     (
         "warm after three batches",
@@ -426,7 +442,7 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
         "a new executor count restarts the warm-up",
         RATE,
         replace(QUIET, stable_since_s=NOW - 500, running=1),
-        obs(executors=2, input_rate=5000),
+        obs(executors=2, input_rate=2100),
         2,
         Reason.HOLD_WARMING_UP,
     ),
