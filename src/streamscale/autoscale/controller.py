@@ -36,7 +36,13 @@ from streamscale.autoscale.policy import (
     PolicyState,
     decide,
 )
-from streamscale.autoscale.scale_cost import BatchCost, ScaleCost, ScaleEvent, measure, next_pause
+from streamscale.autoscale.scale_cost import (
+    BatchCost,
+    ScaleCost,
+    ScaleEvent,
+    measure,
+    reload_estimate,
+)
 from streamscale.errors import ConfigError
 from streamscale.lag.model import QuerySnapshot, state_partitions
 
@@ -115,8 +121,9 @@ class DecisionRecord:
     scale_costs: tuple[dict[str, float | int], ...] = ()
     """Scale events whose cost was measured at this step (:class:`.scale_cost.ScaleCost`):
     the pause each caused over the batches after it and the state they reloaded."""
-    priced_pause_s: float | None = None
-    """The pause this step priced a change with (measured, or the configured default)."""
+    state_reload_s: float | None = None
+    """Seconds to reload the whole state this step priced a change with (measured on the
+    last changes; a change pauses ``restart_pause_s`` plus this times the share it moves)."""
     parallelism_bound: str | None = None
     """Which bound held: ``source tasks``, or ``state partitions`` (with the operator's
     name) when a stateful stage has fewer tasks than the source."""
@@ -334,7 +341,7 @@ class Controller:
             )
             config = with_limits(self.config, list(limits.values())) if limits else self.config
             measured = self._measure(snapshots, running)
-            config = replace(config, restart_pause_s=self.priced_pause_s)
+            config = replace(config, state_reload_s=self.state_reload_s)
             decision, self.state = decide(config, self.state, obs)
             result = self._apply(decision, running)
             if result is not None and result.ok and decision.desired != running:
@@ -347,10 +354,13 @@ class Controller:
         return record
 
     @property
-    def priced_pause_s(self) -> float:
-        """The pause the next change is priced with: measured on the last changes
-        (:func:`~streamscale.autoscale.scale_cost.next_pause`), the configured one before."""
-        return next_pause(self.costs, self.config.restart_pause_s)
+    def state_reload_s(self) -> float:
+        """Seconds to reload the whole state elsewhere, priced into the next change: from the
+        last changes' measured pauses (:func:`~streamscale.autoscale.scale_cost.
+        reload_estimate`), 0 before any (the configured ``restart_pause_s`` alone)."""
+        return reload_estimate(
+            [(c.pause_s, c.before, c.after) for c in self.costs], self.config.restart_pause_s
+        )
 
     def _measure(self, snapshots: dict[str, QuerySnapshot | None], running: int) -> list[ScaleCost]:
         """Close the scale events whose following batches have run: their measured costs."""
@@ -489,7 +499,7 @@ class Controller:
             removed=() if result is None else tuple(r.as_tuple() for r in result.removed),
             error=None if result is None else result.error,
             batches=tuple(batches),
-            priced_pause_s=_round(self.priced_pause_s),
+            state_reload_s=_round(self.state_reload_s),
             parallelism=obs.parallel_tasks,
             parallelism_bound=self._bound(obs),
         )
@@ -525,7 +535,7 @@ class Controller:
             if self.costs:
                 last = self.costs[-1]
                 self.tracker.set_scale_cost(
-                    name, pause_s=last.pause_s, reloaded=last.reloaded, priced_s=self.priced_pause_s
+                    name, pause_s=last.pause_s, reloaded=last.reloaded, priced_s=self.state_reload_s
                 )
         self.tracker.count_decision(record.direction, record.reason)
         if record.outcome != "held":

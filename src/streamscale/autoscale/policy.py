@@ -101,6 +101,7 @@ from enum import StrEnum
 
 from streamscale.autoscale import capacity as cap
 from streamscale.autoscale.capacity import BatchSample, Capacity, CapacityMethod
+from streamscale.autoscale.scale_cost import pause_for
 from streamscale.errors import ConfigError
 
 __all__ = [
@@ -152,6 +153,9 @@ class Reason(StrEnum):
     HOLD_REVERSAL = "hold_reversal"
     HOLD_STEADY = "hold_steady"
     HOLD_INPUT_RISING = "hold_input_rising"
+    HOLD_PAUSE_COST = "hold_pause_cost"
+    """rate: every smaller count would break the latency objective during the pause the
+    change costs (its state reload, as measured on the last changes)."""
 
 
 @dataclass(frozen=True)
@@ -191,7 +195,11 @@ class PolicyConfig:
     scale_up_delay_s: float = 13.0
     """Measured: executor request → first task on it (standalone: ~3 s + ~10 s Python start)."""
     restart_pause_s: float = 5.0
-    """Measured: processing pause while state reloads after the executor set changes."""
+    """Processing pause after the executor set changes, state aside (tasks rescheduled)."""
+    state_reload_s: float = 0.0
+    """Seconds to reload the query's whole state elsewhere, as measured on the last changes
+    (:func:`.scale_cost.reload_estimate`): a change pauses ``restart_pause_s`` plus this times
+    the share of the state it moves."""
     trigger_interval_s: float = 1.0
     """The query's processing-time trigger (0: batches back to back)."""
     max_records_per_trigger: int | None = None
@@ -226,6 +234,7 @@ class PolicyConfig:
             (self.catch_up_s > 0, "catch_up_s must be > 0"),
             (self.scale_up_delay_s >= 0, "scale_up_delay_s must be >= 0"),
             (self.restart_pause_s >= 0, "restart_pause_s must be >= 0"),
+            (self.state_reload_s >= 0, "state_reload_s must be >= 0"),
             (self.trigger_interval_s >= 0, "trigger_interval_s must be >= 0"),
             (
                 self.max_records_per_trigger is None or self.max_records_per_trigger > 0,
@@ -350,6 +359,8 @@ class PolicyState:
     outgrown: tuple[int, float] | None = None
     """A ridden count whose budget ran out, and the input rate then: it is not ridden again
     while the input stays above that rate less the tolerance (a steady input rides once)."""
+    changed_from: int | None = None
+    """The count before the last change (its pause is priced from both counts)."""
     heard: tuple[float, float] | None = None
     """``(time, arrival rate)`` of the last observation with input: during a silence
     (:func:`silent`), ``rate`` sizes a scale-down for that rate (an outage of the producers
@@ -462,6 +473,31 @@ def _warm(config: PolicyConfig, stable_since: float | None, obs: Observation) ->
     return count >= config.warmup_batches
 
 
+def _pause_explains(
+    config: PolicyConfig,
+    state: PolicyState,
+    obs: Observation,
+    capacity: Capacity,
+    since_change_s: float,
+) -> bool:
+    """``rate``: whether the running count, once the last change's pause is over, keeps the
+    time lag within the objective's margin (the urgency comes from the pause alone)."""
+    if config.kind is not PolicyKind.RATE or not capacity.known or state.changed_from is None:
+        return False
+    pause = pause_for(
+        config.restart_pause_s, config.state_reload_s, state.changed_from, obs.executors
+    )
+    left = max(0.0, pause - since_change_s)
+    staying = predicted_peak_time_lag(config, obs, capacity, obs.executors, paused_s=left)
+    if staying <= SLO_MARGIN * config.urgent_time_lag_s:
+        return True
+    # A scale-up pauses too (the state it moves): not worth it when staying is no worse.
+    most = upper_bound(config, obs)
+    return most > obs.executors and staying <= predicted_peak_time_lag(
+        config, obs, capacity, most
+    )
+
+
 def _saturated(config: PolicyConfig, obs: Observation, capacity: Capacity, executors: int) -> float:
     """Records/s ``executors`` process when saturated, capped by the tasks a batch has."""
     return cap.throughput(
@@ -536,6 +572,7 @@ def predicted_peak_time_lag(
     horizon_s: float | None = None,
     delay_s: float = 0.0,
     rising: float = 0.0,
+    paused_s: float = 0.0,
 ) -> float:
     """Highest time lag over the next ``horizon_s`` seconds (default ``slo_horizon_s``) if
     ``executors`` are asked for in ``delay_s`` seconds and the input goes on at
@@ -554,7 +591,9 @@ def predicted_peak_time_lag(
     before = _saturated(config, obs, capacity, current)
     after = _saturated(config, obs, capacity, executors)
     switch = delay_s + (config.scale_up_delay_s if executors > current else 0.0)
-    pause = config.restart_pause_s if executors != current else 0.0
+    pause = pause_for(config.restart_pause_s, config.state_reload_s, current, executors)
+    if executors == current:  # ``paused_s``: what is left of a pause already under way
+        switch, pause = 0.0, paused_s
     horizon = config.slo_horizon_s if horizon_s is None else horizon_s
     processed, peak = 0.0, lag
     for second in range(1, math.ceil(horizon) + 1):
@@ -564,8 +603,11 @@ def predicted_peak_time_lag(
             rate = 0.0
         else:
             rate = after
-        processed = min(processed + rate, backlog + arrival * second + rising * second**2 / 2)
-        if processed < backlog:
+        arrived = backlog + arrival * second + rising * second**2 / 2
+        processed = min(processed + rate, arrived)
+        if processed >= arrived:
+            age = 0.0  # everything that arrived is processed (also: nothing arrives)
+        elif processed < backlog:
             age = second + lag * (1 - processed / backlog)
         else:
             age = second - _arrived_by(processed - backlog, arrival, rising)
@@ -655,7 +697,9 @@ def riding_count(
     peak = predicted_peak_time_lag(
         config, obs, capacity, n, horizon_s=config.catch_up_s, rising=obs.input_trend
     )
-    reserve = batch_cycle_s(config, obs, capacity, n) + config.restart_pause_s
+    reserve = batch_cycle_s(config, obs, capacity, n) + pause_for(
+        config.restart_pause_s, config.state_reload_s, obs.executors, n
+    )
     return n if peak + reserve <= _budget(config) else None
 
 
@@ -713,8 +757,17 @@ def _rate_wanted(config: PolicyConfig, obs: Observation, capacity: Capacity, up:
     Down: a plain ceil, so that the new count runs at or under the target utilization and
     measurement noise cannot push it straight back over the tolerance (no flapping).
     """
-    pause = config.restart_pause_s + (config.scale_up_delay_s if up else 0.0)
-    target = _rate_target(config, obs, capacity, pause)
+    delay = config.scale_up_delay_s if up else 0.0
+    target = _rate_target(config, obs, capacity, config.restart_pause_s + delay)
+    if config.state_reload_s > 0 and math.isfinite(target):
+        # The state share the change moves pauses it longer: sized again with that pause.
+        moved = pause_for(
+            config.restart_pause_s,
+            config.state_reload_s,
+            obs.executors,
+            max(1, math.ceil(target - 1e-9)),
+        )
+        target = _rate_target(config, obs, capacity, moved + delay)
     if not math.isfinite(target):
         return math.inf
     if up:
@@ -854,6 +907,7 @@ def decide(
             stable_since_s=now,
             ridden=ridden,
             outgrown=outgrown,
+            changed_from=current,
         )
         if config.kind is PolicyKind.RATE:  # the clock restarts at the change (see above)
             new_state = replace(new_state, clear_since_s=now)
@@ -880,6 +934,11 @@ def decide(
         return change(1, Reason.SCALE_UP_URGENT if after_down else Reason.SCALE_UP_BACKLOG, None)
     warm = _warm(config, stable_since, obs) or outgrown
     if not warm and not (urgent and state.last_direction < 0):
+        return hold(Reason.HOLD_WARMING_UP)
+    if not warm and _pause_explains(config, state, obs, capacity, since_change):
+        # Urgent only because the last scale-down's pause (its state reload) stops the
+        # batches: once it ends, this count keeps the objective. Scaling up now would pause
+        # again, and the lag it fears would come from that pause.
         return hold(Reason.HOLD_WARMING_UP)
 
     sizing: Capacity | None = None
@@ -964,6 +1023,21 @@ def decide(
         desired = max(int(wanted), floor, lo)
         if desired >= current:
             return hold(Reason.HOLD_STEADY, target)
+        if config.kind is PolicyKind.RATE and capacity.known:
+            # The change pauses processing (restart_pause_s, and the reload of the state share
+            # it moves, priced from the last changes' measured pauses): the smallest count
+            # whose predicted time lag through that pause stays within the margin, or none.
+            bound = SLO_MARGIN * config.urgent_time_lag_s
+            fits = [
+                n
+                for n in range(desired, current)
+                if predicted_peak_time_lag(config, obs, capacity, n)
+                + batch_cycle_s(config, obs, capacity, n)
+                <= bound
+            ]
+            if not fits:
+                return hold(Reason.HOLD_PAUSE_COST, target)
+            desired = fits[0]
         ridden = desired if desired == riding else None
         return change(desired, Reason.SCALE_DOWN_IDLE, target, ridden=ridden)
 

@@ -10,7 +10,7 @@ state partition moved. :func:`measure` adds that excess over the first ``window`
 that started after the change, with the state the stateful operators reloaded meanwhile.
 
 Pure: no Spark, no I/O. The controller opens a :class:`ScaleEvent` when it applies a change,
-and passes the measured pause to the policy as the cost of its next change.
+and prices the next change from the measured pauses (:func:`reload_estimate`).
 """
 
 from __future__ import annotations
@@ -103,9 +103,27 @@ def measure(
     )
 
 
-def next_pause(costs: Sequence[ScaleCost], default_s: float) -> float:
-    """The pause to price the next change with: the mean of the last three measured (a
-    state that grew makes the next move dearer, and the newest figures say so first);
-    ``default_s`` until one is measured."""
-    recent = [c.pause_s for c in costs[-3:]]
-    return sum(recent) / len(recent) if recent else default_s
+def moved_share(before: int, after: int) -> float:
+    """The share of a query's state a change from ``before`` to ``after`` executors moves:
+    Spark keeps a state partition where it was loaded, so a scale-out moves about the new
+    executors' share to them, a scale-in the removed executors' share off them."""
+    return abs(after - before) / max(after, before, 1)
+
+
+def pause_for(base_s: float, reload_s: float, before: int, after: int) -> float:
+    """The pause of a change: ``base_s`` (tasks rescheduled, executors joining) plus the
+    reload of the state share that moves, ``reload_s`` being the whole state's."""
+    return 0.0 if before == after else base_s + reload_s * moved_share(before, after)
+
+
+def reload_estimate(changes: Sequence[tuple[float, int, int]], base_s: float) -> float:
+    """Seconds to reload the whole state, from the last three changes' ``(pause, before,
+    after)``: each pause above ``base_s`` over the share it moved (a state that grew makes the
+    next move dearer, and the newest figures say so first); 0 before any change. The
+    controller gives it the measured pauses, the simulator the pauses its model applied."""
+    estimates = [
+        max(0.0, pause - base_s) / moved_share(before, after)
+        for pause, before, after in changes[-3:]
+        if before != after
+    ]
+    return sum(estimates) / len(estimates) if estimates else 0.0

@@ -68,6 +68,7 @@ from typing import Any
 
 from streamscale.autoscale import family, policy
 from streamscale.autoscale.capacity import BatchSample, Capacity, CapacityMethod, fit
+from streamscale.autoscale.scale_cost import pause_for, reload_estimate
 from streamscale.autoscale.traces import Trace, from_decision_log
 from streamscale.errors import ConfigError
 
@@ -96,7 +97,15 @@ class ClusterModel:
     stop_delay_s: int = 5
     """Kill → resources released (billed meanwhile)."""
     rescale_pause_s: int = 5
-    """No batch starts for this long after the running set changes (state reload)."""
+    """No batch starts for this long after the running set changes (tasks rescheduled),
+    plus the reload of the state that moves (below)."""
+    state_bytes_per_record: float = 0.0
+    """State the query keeps per processed record (0: stateless); it grows up to
+    ``state_max_bytes``."""
+    state_max_bytes: float = 0.0
+    reload_bytes_per_s: float = 50e6
+    """Bytes/s a moved state partition reloads at from the checkpoint (RocksDB snapshot and
+    changelog replay)."""
     warmup_s: float = 2.0
     """Extra time of the first batch after executors join (Python workers start)."""
     control_interval_s: int = 10
@@ -139,6 +148,21 @@ class ClusterModel:
             raise ConfigError("batch_history must be >= 1")
         if not 0 <= self.rate_jitter < 1:
             raise ConfigError("rate_jitter must be in [0, 1)")
+        if min(self.state_bytes_per_record, self.state_max_bytes) < 0:
+            raise ConfigError("state_bytes_per_record and state_max_bytes must be >= 0")
+        if self.reload_bytes_per_s <= 0:
+            raise ConfigError("reload_bytes_per_s must be > 0")
+
+    def state_bytes(self, processed: float) -> float:
+        """The query's state after ``processed`` records."""
+        return min(self.state_max_bytes, processed * self.state_bytes_per_record)
+
+    def pause_s(self, before: int, after: int, processed: float) -> float:
+        """The pause of a change from ``before`` to ``after`` running executors: the fixed
+        rescale pause, plus the reload of the state share that moves
+        (:func:`.scale_cost.pause_for`)."""
+        reload_s = self.state_bytes(processed) / self.reload_bytes_per_s
+        return pause_for(float(self.rescale_pause_s), reload_s, before, after)
 
     @property
     def usable_executors(self) -> int:
@@ -262,6 +286,7 @@ class _Cluster:
         "next_trigger",
         "outputs",
         "pause_until",
+        "pauses",
         "pending",
         "ptr",
         "rates",
@@ -292,6 +317,8 @@ class _Cluster:
         self.pending: list[tuple[int, int]] = []
         self.stopping: list[tuple[int, int]] = []
         self.pause_until = 0.0
+        self.pauses: list[tuple[float, int, int]] = []
+        """``(pause, before, after)`` of every change so far (what a controller measures)."""
         self.billed = 0.0
         self.inputs: list[float] = []
         self.outputs: list[float] = []
@@ -308,6 +335,7 @@ class _Cluster:
             setattr(other, name, getattr(self, name))
         other.pending = list(self.pending)
         other.stopping = list(self.stopping)
+        other.pauses = self.pauses[-3:]
         # Histories are only read over the rate windows: keep them short in copies.
         keep = max(self.model.control_interval_s, self.model.rate_window_s)
         other.inputs = self.inputs[-keep:]
@@ -337,16 +365,20 @@ class _Cluster:
             if excess:
                 self.running -= excess
                 self.stopping.append((t + self.model.stop_delay_s, excess))
-                self._rescaled(float(t))
+                pause = self._rescaled(float(t), self.running + excess)
                 if self.batch is not None:  # its tasks on the killed executors run again
                     start, end, records, n = self.batch
                     if self.running > 0:
-                        self.batch = (start, end + self.model.rescale_pause_s, records, n)
+                        self.batch = (start, end + pause, records, n)
                     else:
                         self.batch = None
 
-    def _rescaled(self, when: float) -> None:
-        self.pause_until = max(self.pause_until, when + self.model.rescale_pause_s)
+    def _rescaled(self, when: float, before: int) -> float:
+        """The running set changed from ``before``: no batch starts during its pause."""
+        pause = self.model.pause_s(before, self.running, self.done)
+        self.pauses.append((pause, before, self.running))
+        self.pause_until = max(self.pause_until, when + pause)
+        return pause
 
     def observe(self, now: int) -> policy.Observation:
         model = self.model
@@ -409,8 +441,9 @@ class _Cluster:
         if self.pending and self.pending[0][0] <= t:
             joined = [p for p in self.pending if p[0] <= t]
             self.pending = [p for p in self.pending if p[0] > t]
+            before = self.running
             self.running += sum(n for _, n in joined)
-            self._rescaled(float(t))
+            self._rescaled(float(t), before)
             self.warm = False
         if self.stopping and self.stopping[0][0] <= t:
             self.stopping = [s for s in self.stopping if s[0] > t]
@@ -459,7 +492,9 @@ def _jitter(model: ClusterModel, seconds: int) -> tuple[float, ...]:
     return tuple(1.0 + rng.uniform(-spread, spread) for _ in range(seconds))
 
 
-Decider = Callable[[policy.Observation], SimDecision]
+Decider = Callable[[policy.Observation, float], SimDecision]
+"""A strategy's decision on an observation, given the whole state's reload time it prices a
+change with."""
 
 
 def _decider(strategy: Strategy, model: ClusterModel, first_rate: float) -> tuple[int, Decider]:
@@ -467,7 +502,7 @@ def _decider(strategy: Strategy, model: ClusterModel, first_rate: float) -> tupl
     if isinstance(strategy, Fixed):
         n = strategy.executors
 
-        def fixed(obs: policy.Observation) -> SimDecision:
+        def fixed(obs: policy.Observation, reload_s: float) -> SimDecision:
             return SimDecision(int(obs.now_s), obs.executors + obs.pending_executors, n, "fixed")
 
         return n, fixed
@@ -475,7 +510,7 @@ def _decider(strategy: Strategy, model: ClusterModel, first_rate: float) -> tupl
         plan = strategy.executors
         interval = model.control_interval_s
 
-        def follow(obs: policy.Observation) -> SimDecision:
+        def follow(obs: policy.Observation, reload_s: float) -> SimDecision:
             k = min(int(obs.now_s) // interval, len(plan) - 1)
             return SimDecision(
                 int(obs.now_s), obs.executors + obs.pending_executors, plan[k], "plan"
@@ -490,9 +525,10 @@ def _decider(strategy: Strategy, model: ClusterModel, first_rate: float) -> tupl
         initial = _warm_start(config, model, first_rate)
         state = policy.PolicyState(capacity=model.capacity, running=initial)
 
-    def decide(obs: policy.Observation) -> SimDecision:
+    def decide(obs: policy.Observation, reload_s: float) -> SimDecision:
         nonlocal state
-        decision, state = policy.decide(config, state, obs)
+        priced = replace(config, state_reload_s=reload_s)
+        decision, state = policy.decide(priced, state, obs)
         fit = decision.capacity
         return SimDecision(
             int(obs.now_s),
@@ -572,7 +608,9 @@ def simulate(trace: Trace, model: ClusterModel, strategy: Strategy) -> SimResult
     decisions: list[SimDecision] = []
     for t in range(len(rates)):
         if t > 0 and t % model.control_interval_s == 0:
-            decision = decide(cluster.observe(t))
+            # priced as the controller prices it: from the pauses of the last changes
+            reload_s = reload_estimate(cluster.pauses, float(model.rescale_pause_s))
+            decision = decide(cluster.observe(t), reload_s)
             decisions.append(decision)
             cluster.request(decision.desired)
         cluster.step()
@@ -854,7 +892,20 @@ lag 0 with two executors; stop (1 s), pause (1 s: game sessions keep their state
 driver) and warm-up (3 s: Python workers) as measured on the local cluster
 (docs/benchmarks.md)."""
 
-SCENARIOS: dict[str, Scenario] = {"demo": DEMO}
+STATEFUL = Scenario(
+    ClusterModel(
+        max_records_per_trigger=20_000,
+        state_bytes_per_record=250.0,
+        state_max_bytes=2e9,
+        reload_bytes_per_s=25e6,
+    )
+)
+"""The ``stateful`` trace's cluster: :data:`GENERIC`'s, running a query that keeps 250 bytes
+of state per record processed (up to 2 GB, about 8 million records: sessions or a table
+that keep growing), reloaded at 25 MB/s when it moves. A change that moves the whole state
+would pause for 80 s at its largest; a scale-out from 2 to 3 executors moves a third."""
+
+SCENARIOS: dict[str, Scenario] = {"demo": DEMO, "stateful": STATEFUL}
 
 
 def scenario_for(trace_name: str) -> Scenario:

@@ -13,7 +13,11 @@ per executor, 8 partitions, 1..8 executors), so that every one of them needs sca
   each frame a request and, 100 times in 101, an approval — 1 592 records/s — for 36 s, a burst
   of 450 000 frames produced in about 10 s, 800 frames/s for 72 s, then nothing until 240 s);
   it comes with its own cluster (``simulator.SCENARIOS``): 8 topic-partitions, 1..2
-  executors.
+  executors;
+- ``stateful``: 1 500 rec/s with three 3-minute surges to 4 500 rec/s, 10 minutes apart, on a
+  query whose state grows with what it processes: each change of the executor count reloads
+  the state that moves, so the rescale pause grows from 5 s to about 45 s over the trace
+  (its own cluster, ``simulator.SCENARIOS``).
 
 A CSV trace has the header ``t_seconds,input_rate``; rows give the rate (records/s) from that
 second on, with strictly increasing non-negative seconds starting at 0. The last rate holds
@@ -145,12 +149,23 @@ def demo(
     return Trace("demo", points, duration_s, step_changes=3)
 
 
+def stateful() -> Trace:
+    """Three surges on a steady base, 10 minutes apart, for a query whose state grows as it
+    runs (its scenario, ``simulator.SCENARIOS``): the first surge is met when moving the state
+    is cheap, the last when it costs tens of seconds a change."""
+    points: list[tuple[float, float]] = [(0, 1500.0)]
+    for start in (120, 720, 1320):
+        points += [(start, 4500.0), (start + 180, 1500.0)]
+    return Trace("stateful", tuple(points), 1800, step_changes=6)
+
+
 BUILTIN: dict[str, Callable[[], Trace]] = {
     "step": step,
     "ramp": ramp,
     "spikes": spikes,
     "diurnal": diurnal,
     "demo": demo,
+    "stateful": stateful,
 }
 
 

@@ -138,8 +138,8 @@ def _families() -> dict[str, Metric]:
             ["query"],
         ),
         (
-            "streamscale_scale_priced_pause_seconds",
-            "Pause the autoscaler prices its next change of a query with.",
+            "streamscale_state_reload_seconds",
+            "Seconds to reload a query's whole state elsewhere, as the autoscaler prices it.",
             ["query"],
         ),
         ("kafka_consumergroup_group_lag", "Group offset lag of a partition.", KLE),
@@ -226,7 +226,7 @@ class LagCollector(Collector):
         for query, (pause_s, reloaded, priced_s) in sorted(self.tracker.scale_costs().items()):
             add("streamscale_scale_pause_seconds", [query], pause_s)
             add("streamscale_scale_reloaded_partitions", [query], reloaded)
-            add("streamscale_scale_priced_pause_seconds", [query], priced_s)
+            add("streamscale_state_reload_seconds", [query], priced_s)
         decisions = families["streamscale_scaling_decisions"]
         assert isinstance(decisions, CounterMetricFamily)
         for (direction, reason), count in sorted(self.tracker.decisions().items()):

@@ -590,12 +590,12 @@ class LagTracker:
 
     def set_scale_cost(self, query: str, *, pause_s: float, reloaded: int, priced_s: float) -> None:
         """Record the autoscaler's last measured scale event of a query: its pause, the state
-        stores it reloaded, and the pause the next change is priced with."""
+        stores it reloaded, and the whole state's reload time the next change is priced with."""
         with self._lock:
             self._scale_cost[query] = (pause_s, reloaded, priced_s)
 
     def scale_costs(self) -> dict[str, tuple[float, int, float]]:
-        """``{query: (last pause s, state stores reloaded, pause s priced next)}``."""
+        """``{query: (last pause s, state stores reloaded, whole-state reload s priced next)}``."""
         with self._lock:
             return dict(self._scale_cost)
 

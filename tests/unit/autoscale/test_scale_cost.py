@@ -14,10 +14,11 @@ from streamscale.autoscale.controller import Controller
 from streamscale.autoscale.policy import PolicyConfig
 from streamscale.autoscale.scale_cost import (
     BatchCost,
-    ScaleCost,
     ScaleEvent,
     measure,
-    next_pause,
+    moved_share,
+    pause_for,
+    reload_estimate,
 )
 from streamscale.lag.model import BatchStats, LagTracker, PartitionOffsets, ProgressSample
 
@@ -72,18 +73,40 @@ def test_the_pause_is_never_negative_nor_above_the_busy_time(busy: list[float], 
     assert 0.0 <= cost.pause_s <= sum(busy[:3]) + 1e-9
 
 
-def _cost(pause: float) -> ScaleCost:
-    return ScaleCost(0.0, 1, 2, 3, pause, 0, 0.0, 0)
+@pytest.mark.parametrize(
+    ("before", "after", "share"),
+    [(2, 2, 0.0), (1, 2, 0.5), (2, 1, 0.5), (2, 8, 0.75), (8, 6, 0.25), (0, 1, 1.0)],
+)
+def test_the_share_of_the_state_a_change_moves(before: int, after: int, share: float) -> None:
+    assert moved_share(before, after) == pytest.approx(share)
 
 
 @pytest.mark.parametrize(
-    ("pauses", "expected"),
-    [([], 5.0), ([2.0], 2.0), ([1.0, 3.0], 2.0), ([100.0, 1.0, 2.0, 3.0], 2.0)],
+    ("changes", "expected"),
+    [
+        ([], 0.0),  # nothing measured: the configured pause alone
+        ([(5.0, 1, 2)], 0.0),  # a pause no longer than the base: no state cost
+        ([(15.0, 1, 2)], 20.0),  # 10 s above the base for half the state: 20 s for all of it
+        ([(15.0, 1, 2), (35.0, 4, 2)], 40.0),  # the state grew: the mean of both
+        ([(99.0, 1, 2), (5.0, 1, 2), (5.0, 1, 2), (15.0, 2, 1)], 20 / 3),  # the last three
+        ([(30.0, 2, 2)], 0.0),  # no change of count moves no state
+    ],
 )
-def test_the_next_change_is_priced_with_the_last_three(
-    pauses: list[float], expected: float
+def test_the_whole_state_reload_is_estimated_from_the_last_changes(
+    changes: list[tuple[float, int, int]], expected: float
 ) -> None:
-    assert next_pause([_cost(p) for p in pauses], 5.0) == pytest.approx(expected)
+    assert reload_estimate(changes, 5.0) == pytest.approx(expected)
+
+
+@given(st.floats(0, 60), st.floats(0, 600), st.integers(1, 16), st.integers(1, 16))
+def test_a_measured_pause_is_priced_back_exactly(
+    base: float, reload_s: float, before: int, after: int
+) -> None:
+    pause = pause_for(base, reload_s, before, after)
+    if before == after:
+        assert pause == 0.0
+    else:
+        assert reload_estimate([(pause, before, after)], base) == pytest.approx(reload_s, abs=1e-6)
 
 
 def test_the_controller_measures_each_change_and_prices_the_next_with_it(tmp_path: Path) -> None:
@@ -115,7 +138,7 @@ def test_the_controller_measures_each_change_and_prices_the_next_with_it(tmp_pat
         feed(0.5 + (1000 if i % 2 else 4000) / 1000, 1000 if i % 2 else 4000, 200_000 + i * 50_000)
     record = controller.step()
     assert record.direction == "up" and actuator.running() == 2
-    assert record.priced_pause_s == 5.0
+    assert record.state_reload_s == 0.0
     # three batches after the change, the first reloading state: 4 s above the fit
     feed(6.0 + 1.25, 4000, 300_000, loaded=3)
     feed(0.5 + 0.5, 1000, 280_000)
@@ -125,7 +148,9 @@ def test_the_controller_measures_each_change_and_prices_the_next_with_it(tmp_pat
     cost = record.scale_costs[0]
     assert cost["before"] == 1 and cost["after"] == 2 and cost["reloaded"] == 3
     assert float(cost["pause_s"]) > 0
-    assert record.priced_pause_s == pytest.approx(float(cost["pause_s"]), abs=1e-3)
-    assert controller.priced_pause_s == pytest.approx(controller.costs[0].pause_s)
+    # priced from now on: the pause above the 5 s base, over the half of the state it moved
+    expected = max(0.0, float(cost["pause_s"]) - 5.0) / 0.5
+    assert record.state_reload_s == pytest.approx(expected, abs=1e-3)
+    assert controller.state_reload_s == pytest.approx(expected)
     assert tracker.scale_costs()["q"][1] == 3
     assert '"scale_costs":[{' in (tmp_path / "d.jsonl").read_text()
