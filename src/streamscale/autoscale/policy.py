@@ -493,9 +493,7 @@ def _pause_explains(
         return True
     # A scale-up pauses too (the state it moves): not worth it when staying is no worse.
     most = upper_bound(config, obs)
-    return most > obs.executors and staying <= predicted_peak_time_lag(
-        config, obs, capacity, most
-    )
+    return most > obs.executors and staying <= predicted_peak_time_lag(config, obs, capacity, most)
 
 
 def _saturated(config: PolicyConfig, obs: Observation, capacity: Capacity, executors: int) -> float:
