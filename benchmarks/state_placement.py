@@ -14,7 +14,9 @@ state partition (the status store's task placement, ``SparkStateReader``): a par
 whose executor changed was moved, a move back is a bounce.
 
 ``--process-wait`` sets ``spark.locality.wait.process`` (the wait of a task for the executor
-that holds its state, or its Kafka consumer); ``--spread`` spreads the state partitions over
+that holds its state, or its Kafka consumer) at launch; ``--spread`` is what the actuator
+does by default: it sets that wait (1 s) in the running SparkContext once the stateful query
+runs, unless ``--process-wait`` is given, and spreads the state partitions over
 the executors once the added one registers (the actuator's spread: :func:`streamscale.
 autoscale.state_placement.spread_plan`, reported to Spark's StateStoreCoordinator), polled
 after every batch as the controller polls it. The last line is a JSON summary.
@@ -35,7 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from streamscale import cluster
 from streamscale.kafka import broker as embedded
-from streamscale.settings import Settings
+from streamscale.settings import STATE_LOCALITY_WAIT, Settings
 from streamscale.spark import session
 
 TOPIC = "state-placement"
@@ -120,6 +122,7 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                 spark,
                 state_reader=reader,
                 spreader=None if args.spread else (lambda hosts: {}),
+                process_locality_wait=STATE_LOCALITY_WAIT if args.spread else None,
             )
             actuator.wait_for(2, 60)
             actuator.apply(1)

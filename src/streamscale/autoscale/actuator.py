@@ -44,6 +44,7 @@ from streamscale.autoscale.state_placement import (
     spread_state,
 )
 from streamscale.errors import ConfigError, Error
+from streamscale.settings import LOCALITY_WAIT_PROCESS, STATE_LOCALITY_WAIT
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +220,15 @@ class SparkActuator:
     to move (a batch running meanwhile may report partitions back where it loaded them), at
     most ``spread_attempts`` times. A scale-in likewise gives the partitions of the executors
     it removes to those it keeps, evenly, before the kill.
+
+    For a partition to stay where it is (and where a spread puts it), a task must wait a
+    moment for its executor: ``process_locality_wait`` is set as ``spark.locality.wait.
+    process`` in the running SparkContext, once a stateful query runs (stateless queries'
+    Kafka tasks keep running at once wherever a core is free), unless the session sets it
+    (None: left alone). With the project's ``spark.locality.wait=0s`` alone, a free executor
+    takes a busy one's partition and the two reload it back and forth (docs/benchmarks.md).
+    Node and rack waits stay 0: a stage waits that long at most once for the partitions of
+    a lost executor (none for a scale-in, which hands them over before the kill).
     """
 
     def __init__(
@@ -229,6 +239,7 @@ class SparkActuator:
         state_reader: StateReader | None = None,
         spreader: Spreader | None = None,
         spread_attempts: int = 5,
+        process_locality_wait: str | None = STATE_LOCALITY_WAIT,
     ) -> None:
         self._spark = spark
         self._sc = spark.sparkContext
@@ -245,7 +256,24 @@ class SparkActuator:
         if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
             raise ConfigError(DYNAMIC_ALLOCATION_ON)
         self.max_executors = max_executors_from_conf(conf)
+        self._wait_to_set = None if LOCALITY_WAIT_PROCESS in conf else process_locality_wait
         self.target: int | None = None  # the last total applied, None before any apply
+
+    def _set_conf(self, key: str, value: str) -> None:
+        """Set ``key`` in the running SparkContext's own conf: the scheduler reads the
+        locality waits from it for every new task set, so the next stage has it."""
+        try:
+            self._jsc.conf().set(key, value)
+        except Exception as exc:
+            log.warning("%s not set: %s", key, _short(exc))
+
+    def _stateful_query_runs(self) -> bool:
+        try:
+            return any(
+                (q.lastProgress or {}).get("stateOperators") for q in self._spark.streams.active
+            )
+        except Exception:  # no streaming queries manager (a stub), or the session is stopping
+            return False
 
     # -- reading -------------------------------------------------------------------------
 
@@ -287,6 +315,9 @@ class SparkActuator:
         return out
 
     def running(self) -> int:
+        if self._wait_to_set is not None and self._stateful_query_runs():
+            self._set_conf(LOCALITY_WAIT_PROCESS, self._wait_to_set)
+            self._wait_to_set = None
         count = len(self.executor_ids())
         if self._spread_due is not None and count >= self._spread_due:
             self.spread()

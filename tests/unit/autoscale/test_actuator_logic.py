@@ -258,6 +258,52 @@ def test_a_scale_in_of_stateless_executors_spreads_nothing() -> None:
     assert actuator.apply(1).killed == ("1",) and actuator.calls == []
 
 
+class _ConfRecorder:
+    def __init__(self) -> None:
+        self.set_calls: list[tuple[str, str]] = []
+
+    def set(self, key: str, value: str) -> None:
+        self.set_calls.append((key, value))
+
+
+def _session(conf: dict[str, str], progress: dict[str, Any] | None) -> tuple[Any, _ConfRecorder]:
+    """A stub session with one query whose last progress is ``progress``."""
+    recorder = _ConfRecorder()
+    context = SimpleNamespace(
+        getConf=lambda: SimpleNamespace(getAll=lambda: list(conf.items())),
+        _jsc=SimpleNamespace(sc=lambda: SimpleNamespace(conf=lambda: recorder)),
+    )
+    query = SimpleNamespace(lastProgress=progress)
+    return SimpleNamespace(sparkContext=context, streams=SimpleNamespace(active=[query])), recorder
+
+
+@pytest.mark.parametrize(
+    ("conf", "progress", "wait", "expected"),
+    [
+        # a stateful query runs: its partitions wait 1 s for their executor
+        ({}, {"stateOperators": [{}]}, "1s", [("spark.locality.wait.process", "1s")]),
+        ({}, {"stateOperators": []}, "1s", []),  # stateless: Kafka tasks never wait
+        ({}, None, "1s", []),  # no batch yet
+        ({"spark.locality.wait.process": "0s"}, {"stateOperators": [{}]}, "1s", []),  # the user's
+        ({}, {"stateOperators": [{}]}, None, []),  # turned off
+    ],
+)
+def test_the_process_locality_wait_is_set_once_a_stateful_query_runs(
+    conf: dict[str, str],
+    progress: dict[str, Any] | None,
+    wait: str | None,
+    expected: list[tuple[str, str]],
+) -> None:
+    spark, recorder = _session(conf, progress)
+    actuator = SparkActuator(
+        spark, state_reader=dict, spreader=lambda hosts: {}, process_locality_wait=wait
+    )
+    actuator.executor_ids = lambda **_: ["0"]  # type: ignore[method-assign]
+    actuator.running()
+    actuator.running()
+    assert recorder.set_calls == expected
+
+
 def test_spark_actuator_without_a_readable_state_removes_the_newest_idle() -> None:
     def broken() -> dict[str, LoadedState]:
         raise RuntimeError("py4j: connection refused")
