@@ -41,8 +41,8 @@ TIMEOUT_S = 300  # about 90 s on an idle 2-core machine
 PARTITIONS = 4  # Kafka partitions
 STATE_PARTITIONS = 8
 KEYS = 500
-BACKLOG = 40_000
-MORE = 4_000  # produced after the scale-in
+BACKLOG = 60_000
+MORE = 16_000  # produced after the scale-in
 BATCH = 4_000
 WORK_S_PER_RECORD = 0.0004
 """Simulated work (a sleep, not CPU: the machine has 2 cores): 2,500 records/s an executor."""
@@ -177,7 +177,7 @@ def scenario(bootstrap: str, topic: str, data_dir: Path) -> dict[str, Any]:
                             "executors": sorted(actuator.executor_ids()),
                             "placement": [placement.get(p) for p in range(STATE_PARTITIONS)],
                             "loaded_from_dfs": custom.get("rocksdbNumLoadedFromDfs"),
-                            "spreads": len(actuator.spreads),
+                            "spreads": sum(1 for m in actuator.spreads if any(m.values())),
                         }
                     )
                 applied = [d.direction for d in scaler.decisions if d.outcome == "applied"]
@@ -186,8 +186,9 @@ def scenario(bootstrap: str, topic: str, data_dir: Path) -> dict[str, Any]:
                     _fill(bootstrap, topic, BACKLOG, BACKLOG + MORE)
                     out["more_sent_after_batch"] = seen
                     more_sent = True
-                processed = sum(p["numInputRows"] for p in query.recentProgress)
-                if more_sent and processed >= BACKLOG + MORE:
+                recent = query.recentProgress
+                processed = sum(p["numInputRows"] for p in recent)
+                if more_sent and processed >= BACKLOG + MORE and recent[-1]["batchId"] == seen:
                     break
                 time.sleep(0.2)
             query.processAllAvailable()
@@ -259,15 +260,18 @@ def test_attach_spreads_state_on_scale_out_and_keeps_results_exact(
     assert holding, f"executor {added} holds no state partition within 3 batches: {batches}"
     assert result["spreads"] and any(result["spreads"][0].values()), "the scale-out spread"
 
-    # Steady batches: the executors unchanged since the batch before and no spread since
-    # the batch before it (a spread's moves land in the next batch): none may reload.
+    # Steady batches: the executors unchanged since the batch before the one before, and no
+    # spread that moved a partition since then (its moves land in the next batch, or the one
+    # after when a batch was running): none may reload a partition.
     steady = [
         after
         for before2, before, after in zip(batches, batches[1:], batches[2:], strict=False)
         if before["executors"] == after["executors"] == before2["executors"]
         and before["spreads"] == after["spreads"] == before2["spreads"]
     ]
-    assert len(steady) >= 5, batches
+    assert len(steady) >= 8, batches
+    after_in = [b for b in batches if b["batch"] > result["more_sent_after_batch"]]
+    assert after_in and all(len(b["executors"]) == 1 for b in after_in), "processed after it"
     reloads = [m for m in moves(batches) if m[0] in {b["batch"] for b in steady}]
     assert reloads == [], f"state partitions reloaded in steady batches: {reloads}"
     # Each partition the scale-out spread moved was moved once.
