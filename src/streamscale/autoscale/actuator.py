@@ -228,7 +228,9 @@ class SparkActuator:
     (None: left alone). With the project's ``spark.locality.wait=0s`` alone, a free executor
     takes a busy one's partition and the two reload it back and forth (docs/benchmarks.md).
     Node and rack waits stay 0: a stage waits that long at most once for the partitions of
-    a lost executor (none for a scale-in, which hands them over before the kill).
+    a lost executor. A scale-in hands the victims' partitions over before the kill, and sets
+    the wait to 0 until the victims are gone and ``restore_wait_s`` passed (the next batch's
+    Kafka tasks may still prefer a victim), then back.
     """
 
     def __init__(
@@ -240,6 +242,7 @@ class SparkActuator:
         spreader: Spreader | None = None,
         spread_attempts: int = 5,
         process_locality_wait: str | None = STATE_LOCALITY_WAIT,
+        restore_wait_s: float = 5.0,
     ) -> None:
         self._spark = spark
         self._sc = spark.sparkContext
@@ -257,6 +260,9 @@ class SparkActuator:
             raise ConfigError(DYNAMIC_ALLOCATION_ON)
         self.max_executors = max_executors_from_conf(conf)
         self._wait_to_set = None if LOCALITY_WAIT_PROCESS in conf else process_locality_wait
+        self._wait_set: str | None = None  # the wait this actuator set, once set
+        self._restore_s = restore_wait_s
+        self._restore_at: tuple[set[str], float] | None = None  # (victims, not before)
         self.target: int | None = None  # the last total applied, None before any apply
 
     def _set_conf(self, key: str, value: str) -> None:
@@ -266,6 +272,12 @@ class SparkActuator:
             self._jsc.conf().set(key, value)
         except Exception as exc:
             log.warning("%s not set: %s", key, _short(exc))
+
+    def _restore_due(self) -> bool:
+        """Whether the wait a scale-in lifted is due back: its victims gone, time passed."""
+        if self._restore_at is None or time.monotonic() < self._restore_at[1]:
+            return False
+        return not self._restore_at[0] & set(self.executor_ids(include_removing=True))
 
     def _stateful_query_runs(self) -> bool:
         try:
@@ -317,7 +329,10 @@ class SparkActuator:
     def running(self) -> int:
         if self._wait_to_set is not None and self._stateful_query_runs():
             self._set_conf(LOCALITY_WAIT_PROCESS, self._wait_to_set)
-            self._wait_to_set = None
+            self._wait_set, self._wait_to_set = self._wait_to_set, None
+        if self._restore_due():
+            self._set_conf(LOCALITY_WAIT_PROCESS, self._wait_set or "0s")
+            self._restore_at = None
         count = len(self.executor_ids())
         if self._spread_due is not None and count >= self._spread_due:
             self.spread()
@@ -381,6 +396,11 @@ class SparkActuator:
                 hosts = _hosts(kept)
                 if kept and all(hosts.values()):
                     self._spread_over(hosts)
+            if killed and self._wait_set is not None:
+                # Tasks planned before the driver forgets the victims (Kafka's prefer them)
+                # would wait for them: no wait until they are gone and restore_wait_s passed.
+                self._set_conf(LOCALITY_WAIT_PROCESS, "0s")
+                self._restore_at = (set(killed), time.monotonic() + self._restore_s)
             try:
                 kill_ok = self._kill(list(killed)) if killed else True
                 request_ok = self._request_total(wanted)

@@ -304,6 +304,34 @@ def test_the_process_locality_wait_is_set_once_a_stateful_query_runs(
     assert recorder.set_calls == expected
 
 
+def test_a_scale_in_lifts_the_wait_until_the_victims_are_gone() -> None:
+    spark, recorder = _session({}, {"stateOperators": [{}]})
+    ids = ["0", "1"]
+
+    class Offline(SparkActuator):
+        def executor_ids(self, *, include_removing: bool = False) -> list[str]:
+            return list(ids)
+
+        def executors(self) -> list[ExecutorState]:
+            return [ex(i) for i in ids]
+
+        def _kill(self, victims: list[str]) -> bool:
+            return True
+
+        def _request_total(self, total: int) -> bool:
+            return True
+
+    actuator = Offline(spark, state_reader=dict, spreader=lambda hosts: {}, restore_wait_s=0)
+    actuator.running()
+    assert actuator.apply(1).killed == ("1",)
+    actuator.running()  # the victim still registered: no wait yet
+    ids.remove("1")
+    actuator.running()
+    actuator.running()
+    key = "spark.locality.wait.process"
+    assert recorder.set_calls == [(key, "1s"), (key, "0s"), (key, "1s")]
+
+
 def test_spark_actuator_without_a_readable_state_removes_the_newest_idle() -> None:
     def broken() -> dict[str, LoadedState]:
         raise RuntimeError("py4j: connection refused")
