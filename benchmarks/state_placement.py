@@ -1,7 +1,7 @@
 """State placement of a stateful query on scale-out and scale-in: reloads per batch.
 
     PYTHONPATH=src STREAMSCALE_JARS_DIR=jvm/lib .venv/bin/python benchmarks/state_placement.py \\
-        [--process-wait 0s] [--spread]
+        [--process-wait 0s] [--spread] [--pipeline game-sessions]
 
 On the embedded Apache Kafka and a local standalone cluster (executors of 1 core), a plain
 user query ``groupBy(k).agg(sum(v), count)`` on RocksDB with changelog checkpointing
@@ -19,7 +19,10 @@ does by default: it sets that wait (1 s) in the running SparkContext once the st
 runs, unless ``--process-wait`` is given, and spreads the state partitions over
 the executors once the added one registers (the actuator's spread: :func:`streamscale.
 autoscale.state_placement.spread_plan`, reported to Spark's StateStoreCoordinator), polled
-after every batch as the controller polls it. The last line is a JSON summary.
+after every batch as the controller polls it. ``--pipeline game-sessions`` runs the project's
+game-sessions pipeline instead (session windows in the state store; ``--keys`` machines,
+their frames and approvals within 14 s of event time, so every session stays open). The
+last line is a JSON summary.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from streamscale import cluster
 from streamscale.kafka import broker as embedded
@@ -75,6 +80,56 @@ def wait_batch(query: Any, after: int, timeout_s: float = 120) -> dict[str, Any]
     raise TimeoutError(f"no batch after {after} in {timeout_s} s")
 
 
+GAME_TOPICS_NAMES = ("rq", "rs", "sessions", "dlq")
+
+
+def _game_topics() -> Any:
+    from streamscale.pipelines.game_sessions import GameTopics
+
+    return GameTopics(*GAME_TOPICS_NAMES)
+
+
+def fill_game(settings: Settings, frames: int, machines: int) -> None:
+    """``frames`` approved frames of machines drawn among ``machines``, their event time
+    moving on by 14 s over the whole run: every session stays open (the gap is longer)."""
+    import random
+
+    from pipelines import create, produce_all
+    from session_state import T0, frame_records
+
+    topics = _game_topics()
+    create(settings, [topics.requests, topics.approvals, topics.output, topics.dlq])
+    rng = random.Random(42)
+    stamps = (T0 + i * 14_000 // frames for i in range(frames))
+    picks = (rng.randrange(machines) for _ in range(frames))
+    produce_all(settings, frame_records(topics, picks, stamps, rng))
+
+
+def user_query(spark: Any, bootstrap: str, args: argparse.Namespace, base: Path) -> Any:
+    """The user's ``groupBy(k).agg(sum(v), count)`` on the topic, update mode, noop sink."""
+    from pyspark.sql import functions as F
+
+    parsed = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", TOPIC)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", args.batch)
+        .load()
+        .select(F.split(F.col("value").cast("string"), ",").alias("f"))
+        .select(F.col("f")[0].cast("int").alias("k"), F.col("f")[1].cast("long").alias("v"))
+    )
+    return (
+        parsed.groupBy("k")
+        .agg(F.sum("v").alias("total"), F.count("*").alias("n"))
+        .writeStream.outputMode("update")
+        .format("noop")
+        .option("checkpointLocation", str(base / "checkpoint"))
+        .trigger(processingTime=args.trigger)
+        .start()
+    )
+
+
 def batch_row(progress: dict[str, Any], placement: dict[int, str], phase: str) -> dict[str, Any]:
     op = (progress.get("stateOperators") or [{}])[0]
     custom = op.get("customMetrics") or {}
@@ -89,8 +144,6 @@ def batch_row(progress: dict[str, Any], placement: dict[int, str], phase: str) -
 
 
 def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
-    from pyspark.sql import functions as F
-
     from streamscale.autoscale.actuator import SparkActuator
     from streamscale.autoscale.state_placement import SparkStateReader
 
@@ -99,14 +152,18 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         embedded.embedded_broker(base / "broker") as broker,
         cluster.local_cluster(base / "cluster", workers=1, cores=2, memory="2g") as local,
     ):
-        fill(broker.bootstrap, args.batch * (batches + 4), args.keys)
         settings = Settings(
             spark_master=local.master_url,
             bootstrap_servers=broker.bootstrap,
             executor_memory="512m",
             shuffle_partitions=args.partitions,
+            max_offsets_per_trigger=args.batch,
             metrics_port=-1,
         )
+        if args.pipeline == "game-sessions":
+            fill_game(settings, args.batch * (batches + 4) // 2, args.keys)
+        else:
+            fill(broker.bootstrap, args.batch * (batches + 4), args.keys)
         extra = {
             **local.app_conf(2, executor_memory="512m"),
             "spark.driver.extraJavaOptions": cluster.QUICK_JVM,
@@ -127,25 +184,13 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             actuator.wait_for(2, 60)
             actuator.apply(1)
             actuator.wait_for(1, 30, include_removing=True)
-            parsed = (
-                spark.readStream.format("kafka")
-                .option("kafka.bootstrap.servers", broker.bootstrap)
-                .option("subscribe", TOPIC)
-                .option("startingOffsets", "earliest")
-                .option("maxOffsetsPerTrigger", args.batch)
-                .load()
-                .select(F.split(F.col("value").cast("string"), ",").alias("f"))
-                .select(F.col("f")[0].cast("int").alias("k"), F.col("f")[1].cast("long").alias("v"))
-            )
-            query = (
-                parsed.groupBy("k")
-                .agg(F.sum("v").alias("total"), F.count("*").alias("n"))
-                .writeStream.outputMode("update")
-                .format("noop")
-                .option("checkpointLocation", str(base / "checkpoint"))
-                .trigger(processingTime=args.trigger)
-                .start()
-            )
+            if args.pipeline == "game-sessions":
+                from streamscale.pipelines.game_sessions import GameSessions
+
+                pipeline = GameSessions(settings, str(base / "checkpoint"), _game_topics())
+                query = pipeline.start(spark, {"processingTime": args.trigger})
+            else:
+                query = user_query(spark, broker.bootstrap, args, base)
             run_id = str(query.runId)
             last = -1
 
@@ -206,6 +251,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pipeline", choices=("user", "game-sessions"), default="user")
     parser.add_argument("--partitions", type=int, default=8, help="state partitions")
     parser.add_argument("--batch", type=int, default=4_000, help="maxOffsetsPerTrigger")
     parser.add_argument("--keys", type=int, default=20_000)
