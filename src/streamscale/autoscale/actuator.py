@@ -215,7 +215,7 @@ class SparkActuator:
     registered (``spreader``, by default :func:`~streamscale.autoscale.state_placement.
     spread_state`): Spark keeps every partition on the executor that loaded it, so without
     this an added executor gets state only when the scheduler happens to hand it a task (in
-    docs/benchmarks.md, 4 of 8 partitions after 6 batches, one or two a batch). The spread
+    docs/benchmarks.md, 4 of 8 partitions after 6 batches, whichever it was given). The spread
     runs from :meth:`running`, which the controller polls every step, until nothing is left
     to move (a batch running meanwhile may report partitions back where it loaded them), at
     most ``spread_attempts`` times. A scale-in likewise gives the partitions of the executors
