@@ -34,6 +34,14 @@ _LOGIN_MODULES: dict[str, str] = {
 LOCALITY_WAIT = "spark.locality.wait"
 """Spark's wait for a task's preferred executor: 0 s in the project's sessions (see
 :meth:`Settings.spark_conf`); ``streamscale.attach`` warns when a user's session waits."""
+LOCALITY_WAIT_PROCESS = "spark.locality.wait.process"
+"""Spark's wait for a task's preferred *executor* (process locality); node and rack stay 0 s."""
+STATE_LOCALITY_WAIT = "1s"
+"""How long a task waits for the executor its state partition (or Kafka consumer) is on,
+before running elsewhere: above a steady batch's imbalance between executors (without it, a
+free executor takes a busy one's state partition and both reload it back and forth, see
+docs/benchmarks.md), and short next to Spark's 3 s default. The autoscaler's actuator sets
+it in the running SparkContext once a stateful query runs."""
 
 
 class SettingsError(ConfigError):

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -41,10 +41,16 @@ from streamscale.autoscale.state_placement import (
     LoadedState,
     SparkStateReader,
     StateReader,
+    spread_state,
 )
 from streamscale.errors import ConfigError, Error
+from streamscale.settings import LOCALITY_WAIT_PROCESS, STATE_LOCALITY_WAIT
 
 log = logging.getLogger(__name__)
+
+
+Spreader = Callable[[Mapping[str, str]], Mapping[str, Mapping[int, str]]]
+"""Spreads state partitions over the executors given (id → host); what moved, per query."""
 
 
 class ExecutorWaitTimeout(Error, TimeoutError):
@@ -204,6 +210,27 @@ class SparkActuator:
     which state partitions each executor holds loaded with ``state_reader`` (by default
     :class:`~streamscale.autoscale.state_placement.SparkStateReader`, the status store and
     the checkpoints); when that read fails, it chooses as without state (newest idle first).
+
+    A scale-out spreads the state partitions over the executors once the added ones have
+    registered (``spreader``, by default :func:`~streamscale.autoscale.state_placement.
+    spread_state`): Spark keeps every partition on the executor that loaded it, so without
+    this an added executor gets state only when the scheduler happens to hand it a task (in
+    docs/benchmarks.md, 4 of 8 partitions after 6 batches, whichever it was given). The spread
+    runs from :meth:`running`, which the controller polls every step, until nothing is left
+    to move (a batch running meanwhile may report partitions back where it loaded them), at
+    most ``spread_attempts`` times. A scale-in likewise gives the partitions of the executors
+    it removes to those it keeps, evenly, before the kill.
+
+    For a partition to stay where it is (and where a spread puts it), a task must wait a
+    moment for its executor: ``process_locality_wait`` is set as ``spark.locality.wait.
+    process`` in the running SparkContext, once a stateful query runs (stateless queries'
+    Kafka tasks keep running at once wherever a core is free), unless the session sets it
+    (None: left alone). With the project's ``spark.locality.wait=0s`` alone, a free executor
+    takes a busy one's partition and the two reload it back and forth (docs/benchmarks.md).
+    Node and rack waits stay 0: a stage waits that long at most once for the partitions of
+    a lost executor. A scale-in hands the victims' partitions over before the kill, and sets
+    the wait to 0 until the victims are gone and ``restore_wait_s`` passed (the next batch's
+    Kafka tasks may still prefer a victim), then back.
     """
 
     def __init__(
@@ -212,18 +239,53 @@ class SparkActuator:
         *,
         kill_busy: bool = True,
         state_reader: StateReader | None = None,
+        spreader: Spreader | None = None,
+        spread_attempts: int = 5,
+        process_locality_wait: str | None = STATE_LOCALITY_WAIT,
+        restore_wait_s: float = 5.0,
     ) -> None:
         self._spark = spark
         self._sc = spark.sparkContext
         self._jsc: Any = self._sc._jsc.sc()
         self._kill_busy = kill_busy
         self._state_reader: StateReader = state_reader or SparkStateReader(spark)
+        self._spreader: Spreader = spreader or (lambda hosts: spread_state(spark, executors=hosts))
+        self._spread_attempts = spread_attempts
+        self._spread_due: int | None = None  # the executor count a due spread waits for
+        self._spread_left = 0
+        self.spreads: list[Mapping[str, Mapping[int, str]]] = []  # what each spread moved
         self._lock = threading.Lock()
         conf = {str(k): str(v) for k, v in self._sc.getConf().getAll()}
         if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
             raise ConfigError(DYNAMIC_ALLOCATION_ON)
         self.max_executors = max_executors_from_conf(conf)
+        self._wait_to_set = None if LOCALITY_WAIT_PROCESS in conf else process_locality_wait
+        self._wait_set: str | None = None  # the wait this actuator set, once set
+        self._restore_s = restore_wait_s
+        self._restore_at: tuple[set[str], float] | None = None  # (victims, not before)
         self.target: int | None = None  # the last total applied, None before any apply
+
+    def _set_conf(self, key: str, value: str) -> None:
+        """Set ``key`` in the running SparkContext's own conf: the scheduler reads the
+        locality waits from it for every new task set, so the next stage has it."""
+        try:
+            self._jsc.conf().set(key, value)
+        except Exception as exc:
+            log.warning("%s not set: %s", key, _short(exc))
+
+    def _restore_due(self) -> bool:
+        """Whether the wait a scale-in lifted is due back: its victims gone, time passed."""
+        if self._restore_at is None or time.monotonic() < self._restore_at[1]:
+            return False
+        return not self._restore_at[0] & set(self.executor_ids(include_removing=True))
+
+    def _stateful_query_runs(self) -> bool:
+        try:
+            return any(
+                (q.lastProgress or {}).get("stateOperators") for q in self._spark.streams.active
+            )
+        except Exception:  # no streaming queries manager (a stub), or the session is stopping
+            return False
 
     # -- reading -------------------------------------------------------------------------
 
@@ -265,7 +327,39 @@ class SparkActuator:
         return out
 
     def running(self) -> int:
-        return len(self.executor_ids())
+        if self._wait_to_set is not None and self._stateful_query_runs():
+            self._set_conf(LOCALITY_WAIT_PROCESS, self._wait_to_set)
+            self._wait_set, self._wait_to_set = self._wait_to_set, None
+        if self._restore_due():
+            self._set_conf(LOCALITY_WAIT_PROCESS, self._wait_set or "0s")
+            self._restore_at = None
+        count = len(self.executor_ids())
+        if self._spread_due is not None and count >= self._spread_due:
+            self.spread()
+        return count
+
+    def _spread_over(self, hosts: Mapping[str, str]) -> Mapping[str, Mapping[int, str]]:
+        try:
+            moved = self._spreader(hosts)
+        except Exception as exc:
+            log.warning("state partitions not spread: %s", _short(exc))
+            moved = {}
+        self.spreads.append(moved)
+        return moved
+
+    def spread(self) -> Mapping[str, Mapping[int, str]]:
+        """Spread the state partitions over the executors now (``spreader``); returns what
+        moved, per query. Waits (moves nothing) while an executor is not yet in the status
+        store (its host unknown). A failed spread is logged and counts as an attempt: the
+        query runs on, its state only less spread."""
+        hosts = _hosts(self.executors())
+        if not all(hosts.values()):
+            return {}
+        moved = self._spread_over(hosts)
+        self._spread_left -= 1
+        if not any(moved.values()) or self._spread_left <= 0:
+            self._spread_due = None
+        return moved
 
     # -- acting --------------------------------------------------------------------------
 
@@ -295,12 +389,28 @@ class SparkActuator:
                 victims = [v for v in victims if v.idle]
             killed = tuple(v.id for v in victims)
             removed = tuple(removed_executor(v, state) for v in victims)
+            if any(r.state_partitions for r in removed):
+                # The victims' partitions go to the executors kept, evenly, before the kill:
+                # the next batch loads each there once, where it then stays.
+                kept = [e for e in executors if e.id not in killed]
+                hosts = _hosts(kept)
+                if kept and all(hosts.values()):
+                    self._spread_over(hosts)
+            if killed and self._wait_set is not None:
+                # Tasks planned before the driver forgets the victims (Kafka's prefer them)
+                # would wait for them: no wait until they are gone and restore_wait_s passed.
+                self._set_conf(LOCALITY_WAIT_PROCESS, "0s")
+                self._restore_at = (set(killed), time.monotonic() + self._restore_s)
             try:
                 kill_ok = self._kill(list(killed)) if killed else True
                 request_ok = self._request_total(wanted)
             except Exception as exc:  # py4j errors carry the JVM message
                 return ApplyResult(target, wanted, before, killed, False, _short(exc), removed)
             self.target = wanted
+            if wanted > before:  # spread state once the added executors register
+                self._spread_due, self._spread_left = wanted, self._spread_attempts
+            else:  # nothing added, or a scale-in: the executors a spread waited for won't come
+                self._spread_due = None
             error = None
             if not kill_ok:
                 error = "the cluster manager refused the kill"
@@ -343,6 +453,11 @@ class SparkActuator:
                     f"{now} executors after {timeout_s:.0f} s, wanted {count}"
                 )
             time.sleep(poll_s)
+
+
+def _hosts(executors: list[ExecutorState]) -> dict[str, str]:
+    """Executor id → host ("" while the status store does not list it yet)."""
+    return {e.id: e.host_port.rsplit(":", 1)[0] for e in executors}
 
 
 def _short(exc: BaseException) -> str:

@@ -26,7 +26,7 @@ The pure parts (:class:`StatePartition`, :func:`placement_from_tasks`,
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -99,6 +99,45 @@ def loaded_by_executor(partitions: Iterable[StatePartition]) -> dict[str, Loaded
 def is_stateful_graph(dot: str) -> bool:
     """Whether a stage's RDD operation graph (Graphviz text) loads state partitions."""
     return any(name in dot for name in STATEFUL_RDDS)
+
+
+def spread_plan(placement: Mapping[int, str], executors: Sequence[str]) -> dict[int, str]:
+    """The fewest moves that spread state partitions evenly over ``executors``: partition →
+    the executor it should move to (partitions that stay are absent).
+
+    ``placement`` maps each state partition to the executor holding it. Every executor ends
+    with ``n // k`` or ``n // k + 1`` partitions (``n`` partitions, ``k`` executors); those
+    already holding most keep the larger quotas, each keeps the lowest-numbered partitions it
+    holds, and a partition moves at most once. A partition held by an executor absent from
+    ``executors`` (lost) is placed too: it is reloaded wherever it goes. Spark never does
+    this itself: an added executor gets a state partition only when the scheduler happens to
+    give it one (the StateStoreCoordinator keeps each partition where it was loaded).
+    """
+    live = sorted(set(executors), key=_executor_order)
+    if not live:
+        return {}
+    held: dict[str, list[int]] = {e: [] for e in live}
+    orphans: list[int] = []
+    for p in sorted(placement):
+        held.get(placement[p], orphans).append(p)
+    n, k = len(placement), len(live)
+    by_load = sorted(live, key=lambda e: (-len(held[e]), _executor_order(e)))
+    quota = {e: n // k + (1 if i < n % k else 0) for i, e in enumerate(by_load)}
+    free = list(orphans)
+    for e in live:
+        free.extend(held[e][quota[e] :])
+    moves: dict[int, str] = {}
+    for e in live:
+        room = quota[e] - min(len(held[e]), quota[e])
+        for p in sorted(free)[:room]:
+            moves[p] = e
+            free.remove(p)
+    return moves
+
+
+def _executor_order(executor: str) -> tuple[int, int, str]:
+    """Numeric executor ids in numeric order, others after them by name."""
+    return (0, int(executor), "") if executor.isdigit() else (1, 0, executor)
 
 
 class StateReader(Protocol):
@@ -220,3 +259,89 @@ def _checkpoint_root(query: Any) -> str | None:
         return str(query._jsq.streamingQuery().resolvedCheckpointRoot())
     except Exception:
         return None
+
+
+STORE_NAMES = (
+    "default",
+    "left-keyToNumValues",
+    "left-keyWithIndexToValue",
+    "right-keyToNumValues",
+    "right-keyWithIndexToValue",
+)
+"""State store names a partition may hold: one per aggregation, four per stream-stream join."""
+
+
+def spread_state(
+    spark: SparkSession,
+    reader: SparkStateReader | None = None,
+    executors: Mapping[str, str] | None = None,
+) -> dict[str, dict[int, str]]:
+    """Spread the state partitions of the active stateful queries over the live executors
+    (:func:`spread_plan`); returns, per query run id, partition → executor it was moved to.
+
+    A move tells Spark's StateStoreCoordinator that the partition's stores are now on the
+    target executor (``reportActiveInstance``, as an executor reports a store it loaded):
+    the next batch's stateful stage prefers that executor for the partition, the executor
+    loads it from the checkpoint once, and the old one unloads its copy at its next
+    maintenance (it is no longer the active instance). ``executors`` maps the live executor
+    ids to their hosts (by default, the status store's). Meant right after an added executor
+    registers: it moves each partition at most once, and nothing when already even.
+    """
+    sc = spark.sparkContext
+    reader = reader or SparkStateReader(spark)
+    if executors is None:
+        executors = _live_executors(spark)
+    jvm: Any = sc._jvm
+    pkg = jvm.org.apache.spark.sql.execution.streaming.state
+    coordinator = spark._jsparkSession.streams().stateStoreCoordinator()
+    empty = jvm.PythonUtils.toSeq([])
+    out: dict[str, dict[int, str]] = {}
+    for query in spark.streams.active:
+        if not (query.lastProgress or {}).get("stateOperators"):
+            continue
+        run_id = str(query.runId)
+        root = _checkpoint_root(query)
+        placement = reader.placement(run_id)
+        moves = spread_plan(placement, list(executors))
+        if root is None or not moves:
+            continue
+        uuid = jvm.java.util.UUID.fromString(run_id)
+        operators = _operator_ids(spark, root)
+        for p, executor in moves.items():
+            for operator in operators:
+                for name in STORE_NAMES:
+                    store = pkg.StateStoreId(root + "/state", operator, p, name)
+                    provider = pkg.StateStoreProviderId(store, uuid)
+                    if name == "default" or coordinator.getLocation(provider).isDefined():
+                        coordinator.reportActiveInstance(
+                            provider, executors[executor], executor, empty
+                        )
+        log.info("state partitions of query %s moved: %s", run_id, moves)
+        out[run_id] = moves
+    return out
+
+
+def _live_executors(spark: SparkSession) -> dict[str, str]:
+    """Active executor id → host, from the status store (the driver left out)."""
+    sc = spark.sparkContext
+    jvm: Any = sc._jvm
+    store = sc._jsc.sc().statusStore()
+    out: dict[str, str] = {}
+    for s in jvm.scala.jdk.javaapi.CollectionConverters.asJava(store.executorList(True)):
+        executor = str(s.id())
+        if executor != "driver":
+            out[executor] = str(s.hostPort()).rsplit(":", 1)[0]
+    return out
+
+
+def _operator_ids(spark: SparkSession, root: str) -> list[int]:
+    """The stateful operator ids of a checkpoint (``<root>/state/<id>``); [0] if unreadable."""
+    sc = spark.sparkContext
+    jvm: Any = sc._jvm
+    try:
+        state_dir = jvm.org.apache.hadoop.fs.Path(root, "state")
+        fs = state_dir.getFileSystem(sc._jsc.hadoopConfiguration())
+        names = [str(s.getPath().getName()) for s in fs.listStatus(state_dir) if s.isDirectory()]
+    except Exception:
+        return [0]
+    return sorted(int(n) for n in names if n.isdigit()) or [0]

@@ -6,6 +6,7 @@ namespace in pytest's default import mode.)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
@@ -172,6 +173,163 @@ def test_spark_actuator_removes_the_executor_holding_least_state() -> None:
     result = actuator.apply(2)
     assert result.ok and result.killed == ("1",) and actuator.kills == [["1"]]
     assert result.removed == (Removed("1", 0, 2, 40),)
+
+
+class _ScalingActuator(_OfflineActuator):
+    """The offline actuator whose executors follow the requested total (``registered``
+    of them are up), with a recording spreader."""
+
+    def __init__(self, moves: list[dict[str, dict[int, str]]]) -> None:
+        self.moves = moves
+        self.calls: list[dict[str, str]] = []
+        SparkActuator.__init__(
+            self,
+            _Stub(),  # type: ignore[arg-type]
+            state_reader=dict,
+            spreader=self._spread,
+            spread_attempts=3,
+        )
+        self.kills = []
+        self.registered = 1
+
+    def _spread(self, hosts: Mapping[str, str]) -> dict[str, dict[int, str]]:
+        self.calls.append(dict(hosts))
+        return self.moves.pop(0) if self.moves else {}
+
+    def executor_ids(self, *, include_removing: bool = False) -> list[str]:
+        return [str(i) for i in range(self.registered)]
+
+    def executors(self) -> list[ExecutorState]:
+        return [ExecutorState(i, f"127.0.0.1:{4000 + int(i)}") for i in self.executor_ids()]
+
+
+def test_a_scale_out_spreads_state_once_the_added_executor_registers() -> None:
+    actuator = _ScalingActuator([{"q": {4: "1"}}, {"q": {}}])
+    assert actuator.running() == 1 and actuator.calls == [], "nothing due before a scale-out"
+    assert actuator.apply(2).direction == "up"
+    assert actuator.running() == 1 and actuator.calls == [], "waits for the added executor"
+    actuator.registered = 2
+    actuator.running()
+    assert actuator.calls == [{"0": "127.0.0.1", "1": "127.0.0.1"}]
+    actuator.running()  # moved something: checked again
+    actuator.running()  # moved nothing: done
+    assert len(actuator.calls) == 2 and actuator.spreads == [{"q": {4: "1"}}, {"q": {}}]
+
+
+def test_a_spread_gives_up_after_its_attempts_and_a_scale_in_cancels_it() -> None:
+    actuator = _ScalingActuator([{"q": {1: "1"}}] * 5)
+    actuator.apply(2)
+    actuator.registered = 2
+    for _ in range(5):
+        actuator.running()
+    assert len(actuator.calls) == 3, "at most spread_attempts"
+    actuator.registered = 1
+    actuator.apply(3)
+    actuator.apply(1)
+    actuator.registered = 3
+    actuator.running()
+    assert len(actuator.calls) == 3, "a scale-in cancels a due spread"
+
+
+def test_a_failed_spread_is_an_attempt_and_not_an_error() -> None:
+    def broken(hosts: Mapping[str, str]) -> dict[str, dict[int, str]]:
+        raise RuntimeError("py4j: gone")
+
+    actuator = _ScalingActuator([])
+    actuator._spreader = broken
+    actuator.apply(2)
+    actuator.registered = 2
+    assert actuator.running() == 2 and actuator.spreads == [{}]
+
+
+def test_a_scale_in_gives_the_removed_partitions_to_the_executors_kept() -> None:
+    actuator = _ScalingActuator([{"q": {1: "0"}}])
+    actuator._state_reader = lambda: {"0": held(1, 100), "1": held(1, 40)}
+    actuator.registered = 2
+    result = actuator.apply(1)
+    assert result.killed == ("1",)
+    assert actuator.calls == [{"0": "127.0.0.1"}], "spread over the executor kept"
+    assert actuator.spreads == [{"q": {1: "0"}}]
+
+
+def test_a_scale_in_of_stateless_executors_spreads_nothing() -> None:
+    actuator = _ScalingActuator([])
+    actuator.registered = 2
+    assert actuator.apply(1).killed == ("1",) and actuator.calls == []
+
+
+class _ConfRecorder:
+    def __init__(self) -> None:
+        self.set_calls: list[tuple[str, str]] = []
+
+    def set(self, key: str, value: str) -> None:
+        self.set_calls.append((key, value))
+
+
+def _session(conf: dict[str, str], progress: dict[str, Any] | None) -> tuple[Any, _ConfRecorder]:
+    """A stub session with one query whose last progress is ``progress``."""
+    recorder = _ConfRecorder()
+    context = SimpleNamespace(
+        getConf=lambda: SimpleNamespace(getAll=lambda: list(conf.items())),
+        _jsc=SimpleNamespace(sc=lambda: SimpleNamespace(conf=lambda: recorder)),
+    )
+    query = SimpleNamespace(lastProgress=progress)
+    return SimpleNamespace(sparkContext=context, streams=SimpleNamespace(active=[query])), recorder
+
+
+@pytest.mark.parametrize(
+    ("conf", "progress", "wait", "expected"),
+    [
+        # a stateful query runs: its partitions wait 1 s for their executor
+        ({}, {"stateOperators": [{}]}, "1s", [("spark.locality.wait.process", "1s")]),
+        ({}, {"stateOperators": []}, "1s", []),  # stateless: Kafka tasks never wait
+        ({}, None, "1s", []),  # no batch yet
+        ({"spark.locality.wait.process": "0s"}, {"stateOperators": [{}]}, "1s", []),  # the user's
+        ({}, {"stateOperators": [{}]}, None, []),  # turned off
+    ],
+)
+def test_the_process_locality_wait_is_set_once_a_stateful_query_runs(
+    conf: dict[str, str],
+    progress: dict[str, Any] | None,
+    wait: str | None,
+    expected: list[tuple[str, str]],
+) -> None:
+    spark, recorder = _session(conf, progress)
+    actuator = SparkActuator(
+        spark, state_reader=dict, spreader=lambda hosts: {}, process_locality_wait=wait
+    )
+    actuator.executor_ids = lambda **_: ["0"]  # type: ignore[method-assign]
+    actuator.running()
+    actuator.running()
+    assert recorder.set_calls == expected
+
+
+def test_a_scale_in_lifts_the_wait_until_the_victims_are_gone() -> None:
+    spark, recorder = _session({}, {"stateOperators": [{}]})
+    ids = ["0", "1"]
+
+    class Offline(SparkActuator):
+        def executor_ids(self, *, include_removing: bool = False) -> list[str]:
+            return list(ids)
+
+        def executors(self) -> list[ExecutorState]:
+            return [ex(i) for i in ids]
+
+        def _kill(self, victims: list[str]) -> bool:
+            return True
+
+        def _request_total(self, total: int) -> bool:
+            return True
+
+    actuator = Offline(spark, state_reader=dict, spreader=lambda hosts: {}, restore_wait_s=0)
+    actuator.running()
+    assert actuator.apply(1).killed == ("1",)
+    actuator.running()  # the victim still registered: no wait yet
+    ids.remove("1")
+    actuator.running()
+    actuator.running()
+    key = "spark.locality.wait.process"
+    assert recorder.set_calls == [(key, "1s"), (key, "0s"), (key, "1s")]
 
 
 def test_spark_actuator_without_a_readable_state_removes_the_newest_idle() -> None:

@@ -13,6 +13,7 @@ from streamscale.autoscale.state_placement import (
     is_stateful_graph,
     loaded_by_executor,
     placement_from_tasks,
+    spread_plan,
 )
 
 
@@ -80,3 +81,49 @@ def test_is_stateful_graph() -> None:
     assert is_stateful_graph('40 [label="StateStoreRDD [12]<br>start at ..."]')
     assert is_stateful_graph('label="StateStoreAwareZipPartitionsRDD [7]"')
     assert not is_stateful_graph('label="ShuffledRowRDD [3]<br>MapPartitionsRDD [4]"')
+
+
+@pytest.mark.parametrize(
+    ("placement", "executors", "expected"),
+    [
+        ({}, ["0", "1"], {}),
+        ({0: "0", 1: "0"}, [], {}),
+        # a scale-out from 1 to 2: the new executor takes the upper half, once
+        ({p: "0" for p in range(8)}, ["0", "2"], {4: "2", 5: "2", 6: "2", 7: "2"}),
+        # already even: nothing moves
+        ({0: "0", 1: "1", 2: "0", 3: "1"}, ["0", "1"], {}),
+        # odd count: the executor holding most keeps the larger quota
+        ({0: "1", 1: "1", 2: "1", 3: "0", 4: "1"}, ["0", "1"], {4: "0"}),
+        # 1 → 3 executors, 4 partitions: 2 stay, one to each new executor
+        ({p: "0" for p in range(4)}, ["0", "1", "2"], {2: "1", 3: "2"}),
+        # a lost executor's partitions are placed on the live ones
+        ({0: "0", 1: "1", 2: "1"}, ["0"], {1: "0", 2: "0"}),
+        ({0: "0", 1: "9", 2: "9", 3: "0"}, ["0", "1"], {1: "1", 2: "1"}),
+        # numeric ids in numeric order: "10" after "9"
+        ({p: "9" for p in range(3)}, ["9", "10"], {2: "10"}),
+    ],
+)
+def test_spread_plan(
+    placement: dict[int, str], executors: list[str], expected: dict[int, str]
+) -> None:
+    assert spread_plan(placement, executors) == expected
+
+
+@given(
+    st.dictionaries(st.integers(0, 40), st.sampled_from("01234"), max_size=40),
+    st.sets(st.sampled_from("0123456"), min_size=1),
+)
+def test_spread_plan_evens_out_with_fewest_moves(placement: dict[int, str], live: set[str]) -> None:
+    executors = sorted(live)
+    moves = spread_plan(placement, executors)
+    after = {**placement, **moves}
+    counts = [sum(1 for e in after.values() if e == x) for x in executors]
+    assert set(after.values()) <= live, "every partition ends on a live executor"
+    assert max(counts) - min(counts) <= 1, "even"
+    assert all(placement[p] != e for p, e in moves.items()), "a move changes the executor"
+    n, k = len(placement), len(executors)
+    held = sorted((sum(1 for e in placement.values() if e == x) for x in executors), reverse=True)
+    quotas = [n // k + (1 if i < n % k else 0) for i in range(k)]
+    kept = sum(min(h, q) for h, q in zip(held, quotas, strict=True))
+    assert len(moves) == n - kept, "only what exceeds a quota (or was lost) moves"
+    assert spread_plan(after, executors) == {}, "a second plan moves nothing"
