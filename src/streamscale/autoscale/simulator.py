@@ -106,6 +106,9 @@ class ClusterModel:
     reload_bytes_per_s: float = 50e6
     """Bytes/s a moved state partition reloads at from the checkpoint (RocksDB snapshot and
     changelog replay)."""
+    state_reload_s: float = 0.0
+    """Seconds to reload the whole state, when the state is not modelled by its size
+    (``state_bytes_per_record`` 0): a real run's, calibrated from its decision log."""
     warmup_s: float = 2.0
     """Extra time of the first batch after executors join (Python workers start)."""
     control_interval_s: int = 10
@@ -150,8 +153,8 @@ class ClusterModel:
             raise ConfigError("rate_jitter must be in [0, 1)")
         if min(self.state_bytes_per_record, self.state_max_bytes) < 0:
             raise ConfigError("state_bytes_per_record and state_max_bytes must be >= 0")
-        if self.reload_bytes_per_s <= 0:
-            raise ConfigError("reload_bytes_per_s must be > 0")
+        if self.reload_bytes_per_s <= 0 or self.state_reload_s < 0:
+            raise ConfigError("reload_bytes_per_s must be > 0 and state_reload_s >= 0")
 
     def state_bytes(self, processed: float) -> float:
         """The query's state after ``processed`` records."""
@@ -161,7 +164,11 @@ class ClusterModel:
         """The pause of a change from ``before`` to ``after`` running executors: the fixed
         rescale pause, plus the reload of the state share that moves
         (:func:`.scale_cost.pause_for`)."""
-        reload_s = self.state_bytes(processed) / self.reload_bytes_per_s
+        reload_s = (
+            self.state_bytes(processed) / self.reload_bytes_per_s
+            if self.state_bytes_per_record > 0
+            else self.state_reload_s
+        )
         return pause_for(float(self.rescale_pause_s), reload_s, before, after)
 
     @property
@@ -922,6 +929,10 @@ class Calibration:
     control_interval_s: float | None
     start_delay_s: float | None
     """Median time from an applied scale-up to the first record with that many running."""
+    pauses: tuple[tuple[float, int, int], ...] = ()
+    """``(pause s, before, after)`` of every scale event the run's controller measured
+    (``scale_costs``): :meth:`apply` sets the model's whole-state reload time to their mean
+    over the share of the state each moved, above its rescale pause."""
 
     def apply(self, model: ClusterModel) -> ClusterModel:
         """``model`` with every measured parameter replaced; a ValueError when the log does
@@ -939,6 +950,12 @@ class Calibration:
             changes["control_interval_s"] = max(1, round(self.control_interval_s))
         if self.start_delay_s is not None:
             changes["start_delay_s"] = max(0, round(self.start_delay_s))
+        if self.pauses:
+            # every measured event's whole-state reload, above the model's rescale pause
+            base = float(model.rescale_pause_s)
+            estimates = [reload_estimate([p], base) for p in self.pauses if p[1] != p[2]]
+            if estimates:
+                changes["state_reload_s"] = statistics.mean(estimates)
         return replace(model, **changes)  # type: ignore[arg-type]
 
 
@@ -1004,6 +1021,11 @@ def calibrate(records: Sequence[Mapping[str, Any]]) -> Calibration:
                     int(count), float(busy), int(executors), float(started)
                 )
         times = [float(r["time"]) for r in ordered]
+        pauses = tuple(
+            (float(c["pause_s"]), int(c["before"]), int(c["after"]))
+            for r in ordered
+            for c in r.get("scale_costs") or ()
+        )
         delays: list[float] = []
         for i, record in enumerate(ordered):
             if record.get("outcome") == "applied" and record.get("direction") == "up":
@@ -1024,6 +1046,7 @@ def calibrate(records: Sequence[Mapping[str, Any]]) -> Calibration:
         batches=len(batches),
         control_interval_s=statistics.median(gaps) if gaps else None,
         start_delay_s=statistics.median(delays) if delays else None,
+        pauses=pauses,
     )
 
 

@@ -154,3 +154,23 @@ def test_the_controller_measures_each_change_and_prices_the_next_with_it(tmp_pat
     assert controller.state_reload_s == pytest.approx(expected)
     assert tracker.scale_costs()["q"][1] == 3
     assert '"scale_costs":[{' in (tmp_path / "d.jsonl").read_text()
+
+
+def test_the_simulator_calibrates_the_state_reload_from_a_decision_log() -> None:
+    from streamscale.autoscale import simulator
+
+    def record(t: float, costs: list[dict[str, float]]) -> dict[str, object]:
+        return {"time": t, "running": 1, "desired": 1, "outcome": "held", "scale_costs": costs}
+
+    log = [
+        record(0.0, []),
+        record(10.0, [{"pause_s": 15.0, "before": 1, "after": 2}]),  # 10 s over half: 20 s
+        record(20.0, [{"pause_s": 25.0, "before": 4, "after": 2}]),  # 20 s over half: 40 s
+    ]
+    calibration = simulator.calibrate(log)
+    assert calibration.pauses == ((15.0, 1, 2), (25.0, 4, 2))
+    model = simulator.ClusterModel(rescale_pause_s=5)
+    fitted = simulator.Calibration(FIT, 6, None, None, calibration.pauses).apply(model)
+    assert fitted.state_reload_s == pytest.approx(30.0)
+    assert fitted.pause_s(2, 3, 0.0) == pytest.approx(5.0 + 30.0 / 3)
+    assert fitted.pause_s(3, 3, 0.0) == 0.0
