@@ -198,6 +198,7 @@ def scenario(bootstrap: str, topic: str, data_dir: Path) -> dict[str, Any]:
             ).collect()
             out["results"] = {str(r["k"]): [int(r["total"]), int(r["n"])] for r in rows}
             out["spreads"] = [{q: dict(m) for q, m in s.items()} for s in actuator.spreads]
+            out["costs"] = [c.as_dict() for c in scaler.controller.costs]
             out["decisions"] = [
                 {
                     "t": round(d.time - began, 1),
@@ -259,6 +260,10 @@ def test_attach_spreads_state_on_scale_out_and_keeps_results_exact(
     holding = [b["batch"] for b in batches[added_at : added_at + 4] if added in b["placement"]]
     assert holding, f"executor {added} holds no state partition within 3 batches: {batches}"
     assert result["spreads"] and any(result["spreads"][0].values()), "the scale-out spread"
+    # the scale-out's pause is measured on the batches after it, and priced from then on
+    costs = result["costs"]
+    assert costs and costs[0]["before"] < costs[0]["after"], costs
+    assert costs[0]["batches"] == 3 and costs[0]["pause_s"] >= 0, costs
 
     # Steady batches: the executors unchanged since the batch before the one before, and no
     # spread that moved a partition since then (its moves land in the next batch, or the one
