@@ -21,8 +21,9 @@ the executors once the added one registers (the actuator's spread: :func:`stream
 autoscale.state_placement.spread_plan`, reported to Spark's StateStoreCoordinator), polled
 after every batch as the controller polls it. ``--pipeline game-sessions`` runs the project's
 game-sessions pipeline instead (session windows in the state store; ``--keys`` machines,
-their frames and approvals within 14 s of event time, so every session stays open). The
-last line is a JSON summary.
+their frames and approvals within 14 s of event time, so every session stays open;
+``--open-sessions N`` first opens N sessions, one frame each, read in large batches into the
+same checkpoint). The last line is a JSON summary.
 """
 
 from __future__ import annotations
@@ -89,9 +90,9 @@ def _game_topics() -> Any:
     return GameTopics(*GAME_TOPICS_NAMES)
 
 
-def fill_game(settings: Settings, frames: int, machines: int) -> None:
-    """``frames`` approved frames of machines drawn among ``machines``, their event time
-    moving on by 14 s over the whole run: every session stays open (the gap is longer)."""
+def fill_open_sessions(settings: Settings, machines: int) -> None:
+    """One approved frame for each of ``machines`` machines, all within the first second of
+    event time: read first, they leave that many sessions open in the state store."""
     import random
 
     from pipelines import create, produce_all
@@ -99,6 +100,22 @@ def fill_game(settings: Settings, frames: int, machines: int) -> None:
 
     topics = _game_topics()
     create(settings, [topics.requests, topics.approvals, topics.output, topics.dlq])
+    stamps = (T0 + i % 1000 for i in range(machines))
+    produce_all(settings, frame_records(topics, iter(range(machines)), stamps, random.Random(7)))
+
+
+def fill_game(settings: Settings, frames: int, machines: int, *, create: bool = True) -> None:
+    """``frames`` approved frames of machines drawn among ``machines``, their event time
+    moving on by 14 s over the whole run: every session stays open (the gap is longer)."""
+    import random
+
+    from pipelines import create as create_topics
+    from pipelines import produce_all
+    from session_state import T0, frame_records
+
+    topics = _game_topics()
+    if create:
+        create_topics(settings, [topics.requests, topics.approvals, topics.output, topics.dlq])
     rng = random.Random(42)
     stamps = (T0 + i * 14_000 // frames for i in range(frames))
     picks = (rng.randrange(machines) for _ in range(frames))
@@ -161,7 +178,10 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             metrics_port=-1,
         )
         if args.pipeline == "game-sessions":
-            fill_game(settings, args.batch * (batches + 4) // 2, args.keys)
+            if args.open_sessions:
+                fill_open_sessions(settings, args.open_sessions)
+            else:
+                fill_game(settings, args.batch * (batches + 4) // 2, args.keys)
         else:
             fill(broker.bootstrap, args.batch * (batches + 4), args.keys)
         extra = {
@@ -184,15 +204,32 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             actuator.wait_for(2, 60)
             actuator.apply(1)
             actuator.wait_for(1, 30, include_removing=True)
+            first_batch = 0  # the batch the measured query starts at (after a fill: later)
             if args.pipeline == "game-sessions":
                 from streamscale.pipelines.game_sessions import GameSessions
 
-                pipeline = GameSessions(settings, str(base / "checkpoint"), _game_topics())
+                checkpoint = str(base / "checkpoint")
+                if args.open_sessions:
+                    # the open sessions go into the state store in large batches first,
+                    # then the backlog is read from the same checkpoint in small ones
+                    big = settings.model_copy(update={"max_offsets_per_trigger": 200_000})
+                    began = time.perf_counter()
+                    filled = GameSessions(big, checkpoint, _game_topics())
+                    filling = filled.start(spark, {"availableNow": True})
+                    filling.awaitTermination()
+                    first_batch = filling.lastProgress["batchId"] + 1
+                    print(
+                        f"# {args.open_sessions:,} open sessions in the state store in "
+                        f"{time.perf_counter() - began:.1f} s",
+                        flush=True,
+                    )
+                    fill_game(settings, args.batch * (batches + 4) // 2, args.keys, create=False)
+                pipeline = GameSessions(settings, checkpoint, _game_topics())
                 query = pipeline.start(spark, {"processingTime": args.trigger})
             else:
                 query = user_query(spark, broker.bootstrap, args, base)
             run_id = str(query.runId)
-            last = -1
+            last = first_batch - 1
 
             def step(phase: str) -> dict[str, Any]:
                 nonlocal last
@@ -255,6 +292,12 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=8, help="state partitions")
     parser.add_argument("--batch", type=int, default=4_000, help="maxOffsetsPerTrigger")
     parser.add_argument("--keys", type=int, default=20_000)
+    parser.add_argument(
+        "--open-sessions",
+        type=int,
+        default=0,
+        help="game sessions: this many sessions opened in the state store before the run",
+    )
     parser.add_argument("--steady", type=int, default=6, help="batches per phase")
     parser.add_argument("--trigger", default="1 second")
     parser.add_argument("--process-wait", default=None, help="spark.locality.wait.process")
