@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child_run import run_child
 
 from streamscale import cluster, processes
 
@@ -123,18 +123,7 @@ def scenario(data_dir: Path) -> dict[str, Any]:
 
 def test_actuator_scales_out_and_in(tmp_path: Path) -> None:
     data_dir = tmp_path / "cluster"
-    try:
-        child = subprocess.run(
-            [sys.executable, __file__, str(data_dir)],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
-    finally:
-        cluster.stop(data_dir)  # only does something if the child died half-way
-    assert child.returncode == 0, child.stderr[-3000:]
-    result = json.loads(child.stdout.strip().splitlines()[-1])
-    print(json.dumps(result, indent=1))  # the measurements, with pytest -s
+    result = run_child(__file__, [str(data_dir)], data_dir, TIMEOUT_S)
 
     assert result["max_executors"] == 2
     assert result["apps_on_master"] == [["streamscale-actuator-test", 2]]

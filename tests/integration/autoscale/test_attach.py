@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from child_run import run_child
 
 from streamscale import cluster
 
@@ -174,18 +174,12 @@ def test_attach_scales_a_user_query_out_on_a_backlog_and_in_after_it(
 ) -> None:
     topic = topic_factory(partitions=PARTITIONS, prefix="attach")
     data_dir = tmp_path / "run"
-    try:
-        child = subprocess.run(
-            [sys.executable, __file__, settings.bootstrap_servers, topic, str(data_dir)],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
-    finally:
-        cluster.stop(data_dir / "cluster")
-    assert child.returncode == 0, child.stderr[-4000:]
-    result = json.loads(child.stdout.strip().splitlines()[-1])
-    print(json.dumps(result, indent=1))  # the timeline, with pytest -s
+    result = run_child(
+        __file__,
+        [settings.bootstrap_servers, topic, str(data_dir)],
+        data_dir / "cluster",
+        TIMEOUT_S,
+    )
 
     applied = [d for d in result["decisions"] if d["outcome"] == "applied"]
     assert [d["direction"] for d in applied] == ["up", "down"], applied

@@ -12,7 +12,6 @@ The session runs in a child Python process (a process holds one SparkContext). R
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child_run import run_child
 
 from streamscale import cluster
 
@@ -72,18 +72,7 @@ def scenario(data_dir: Path) -> dict[str, Any]:
 
 def test_attach_refuses_a_standalone_session_without_executor_cores(tmp_path: Path) -> None:
     data_dir = tmp_path / "run"
-    try:
-        child = subprocess.run(
-            [sys.executable, __file__, str(data_dir)],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
-    finally:
-        cluster.stop(data_dir / "cluster")
-    assert child.returncode == 0, child.stderr[-4000:]
-    result = json.loads(child.stdout.strip().splitlines()[-1])
-    print(json.dumps(result, indent=1))
+    result = run_child(__file__, [str(data_dir)], data_dir / "cluster", TIMEOUT_S)
 
     error = result["error"]
     assert error is not None, "attach accepted a session whose executor count cannot move"

@@ -22,7 +22,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from child_run import run_child
 
 from streamscale import cluster
 
@@ -236,18 +236,12 @@ def test_attach_spreads_state_on_scale_out_and_keeps_results_exact(
 ) -> None:
     topic = topic_factory(partitions=PARTITIONS, prefix="attach-state")
     data_dir = tmp_path / "run"
-    try:
-        child = subprocess.run(
-            [sys.executable, __file__, settings.bootstrap_servers, topic, str(data_dir)],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
-    finally:
-        cluster.stop(data_dir / "cluster")
-    assert child.returncode == 0, child.stderr[-4000:]
-    result = json.loads(child.stdout.strip().splitlines()[-1])
-    print(json.dumps(result, indent=1))  # the timeline, with pytest -s
+    result = run_child(
+        __file__,
+        [settings.bootstrap_servers, topic, str(data_dir)],
+        data_dir / "cluster",
+        TIMEOUT_S,
+    )
 
     applied = result["decisions"]
     assert [d["direction"] for d in applied][:2] == ["up", "down"], applied

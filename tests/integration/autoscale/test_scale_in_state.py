@@ -18,7 +18,6 @@ prints its measurements as JSON:
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child_run import run_child
 
 from streamscale import cluster
 
@@ -142,18 +142,7 @@ def scenario(data_dir: Path) -> dict[str, Any]:
 
 def test_scale_in_removes_the_executor_holding_least_state(tmp_path: Path) -> None:
     data_dir = tmp_path / "cluster"
-    try:
-        child = subprocess.run(
-            [sys.executable, __file__, str(data_dir)],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
-    finally:
-        cluster.stop(data_dir)  # only does something if the child died half-way
-    assert child.returncode == 0, child.stderr[-3000:]
-    result = json.loads(child.stdout.strip().splitlines()[-1])
-    print(json.dumps(result, indent=1))  # the measurements, with pytest -s
+    result = run_child(__file__, [str(data_dir)], data_dir, TIMEOUT_S)
 
     view = {p: (executor, size) for p, executor, size in result["view"]}
     assert sorted(view) == list(range(PARTITIONS)), "every state partition is placed"
