@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# One-command set-up: system packages, Java check, .venv with pinned dependencies, and the JVM
-# jars (Apache Kafka broker, Spark's Kafka connector) resolved with Maven into jvm/lib.
+# One-command set-up: system packages, Java check, .venv with pinned dependencies, the JVM
+# jars (Apache Kafka broker, Spark's Kafka connector) resolved with Maven into jvm/lib, and the
+# project's JVM operators compiled into jvm/lib/operators.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
-if ! command -v java >/dev/null 2>&1; then
-    need_apt+=(openjdk-17-jre-headless)
+if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+    need_apt+=(openjdk-17-jdk-headless) # javac: the project's JVM operators (jvm/operators)
 fi
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 if ((${#need_apt[@]})); then
@@ -57,6 +58,26 @@ if ! ls "jvm/lib/connector/spark-sql-kafka-0-10_2.13-$pyspark_version.jar" >/dev
     echo "setup: pyspark $pyspark_version differs from the connector in jvm/connector/pom.xml" >&2
     exit 1
 fi
+# The project's JVM operators (jvm/operators/src: Spark state functions the pipelines call
+# through py4j), compiled against pyspark's own jars into jvm/lib/operators; rebuilt when a
+# source or pyspark changes (a stamp of their checksums).
+build_operators() {
+    local dir=jvm/lib/operators stamp pyspark_jars
+    pyspark_jars=$(.venv/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+    stamp=$( (find jvm/operators/src -name '*.java' -print0 | sort -z | xargs -0 sha256sum; echo "$pyspark_version") | sha256sum | cut -d' ' -f1)
+    if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$stamp" ]; then
+        return
+    fi
+    echo "setup: compiling the JVM operators against pyspark $pyspark_version"
+    rm -rf "$dir" jvm/operators/build
+    mkdir -p "$dir" jvm/operators/build
+    find jvm/operators/src -name '*.java' -print0 | xargs -0 javac --release 17 -Xlint:all,-path -Werror \
+        -cp "$pyspark_jars/*" -d jvm/operators/build
+    jar --create --file "$dir/streamscale-operators.jar" -C jvm/operators/build .
+    rm -rf jvm/operators/build
+    echo "$stamp" >"$dir/.stamp"
+}
+build_operators
 # Class-data sharing archives of a Kafka node's and a Spark driver's classes (jvm/lib/cds):
 # their JVMs then start on about a third less CPU. Recorded once per set of jars.
 .venv/bin/python -m streamscale.class_archives

@@ -2,7 +2,9 @@
 
 ``jvm/broker/pom.xml`` gives the Apache Kafka broker (``jvm/lib/broker``) and
 ``jvm/connector/pom.xml`` Spark's Kafka connector with what Spark does not ship
-(``jvm/lib/connector``). ``STREAMSCALE_JARS_DIR`` points elsewhere (an image that copies them).
+(``jvm/lib/connector``); the project's own JVM operators (``jvm/operators/src``, Spark state
+functions the pipelines call through py4j) are compiled against pyspark's jars into
+``jvm/lib/operators``. ``STREAMSCALE_JARS_DIR`` points elsewhere (an image that copies them).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from streamscale.errors import LaunchError
 
 BROKER = "broker"
 CONNECTOR = "connector"
+OPERATORS = "operators"
 
 
 class JarsMissingError(LaunchError):
@@ -29,13 +32,15 @@ def lib_dir() -> Path:
 
 
 def jars(kind: str) -> list[Path]:
-    """The jars of ``kind`` (:data:`BROKER` or :data:`CONNECTOR`), sorted; a clear error if none."""
+    """The jars of ``kind`` (:data:`BROKER`, :data:`CONNECTOR` or :data:`OPERATORS`), sorted;
+    a clear error if none."""
     folder = lib_dir() / kind
     found = sorted(folder.glob("*.jar"))
     if not found:
         raise JarsMissingError(
-            f"no {kind} jars in {folder}: run `make setup` (it resolves them with Maven), "
-            "or set STREAMSCALE_JARS_DIR to a folder holding broker/ and connector/"
+            f"no {kind} jars in {folder}: run `make setup` (it resolves them with Maven and "
+            "compiles the operators), or set STREAMSCALE_JARS_DIR to a folder holding broker/, "
+            "connector/ and operators/"
         )
     return found
 

@@ -135,8 +135,9 @@ class Settings(BaseSettings):
     watermark_delay_s: float = Field(
         10.0,
         ge=0,
-        description="Game sessions: event-time lateness tolerated before records are late "
-        "and state is dropped (seconds)",
+        description="Event-time lateness tolerated (seconds): game sessions count rows later "
+        "than this as late and drop their state; the enrichment keeps referential versions "
+        "pending until the newest purchase is this far past them (its fold point)",
     )
     driver_memory: str = Field("1g", description="spark.driver.memory")
     executor_memory: str = Field("1g", description="spark.executor.memory")

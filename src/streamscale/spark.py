@@ -111,8 +111,11 @@ def session(
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.python.worker.reuse": "true",
         "spark.sql.session.timeZone": "UTC",
-        # Spark's own Kafka connector (format("kafka")), resolved by `make setup`.
-        "spark.jars": ",".join(str(p) for p in jars.jars(jars.CONNECTOR)),
+        # Spark's own Kafka connector (format("kafka")), resolved by `make setup`, and the
+        # project's JVM operators (the enrichment's table in the state store), built by it.
+        "spark.jars": ",".join(
+            str(p) for p in jars.jars(jars.CONNECTOR) + jars.jars(jars.OPERATORS)
+        ),
         # With a byte cap, Spark sizes the Arrow batch it is building after every row, and
         # sizing a list column (the sink's ``headers``) walks the whole batch: quadratic, 80%
         # of the enrichment's JVM time. Batches are capped at maxRecordsPerBatch rows anyway.

@@ -11,9 +11,13 @@ The per-task half of the enrichment (:mod:`.enrichment` runs it on Spark's execu
   ``id BIGINT, price DECIMAL(10,2)`` would and names the error of an unusable record.
   A purchase without a key (its transaction id, the output's key) is refused whatever its
   value.
-- Names come from a :class:`NameTable` (the referential before the batch: sorted ids and
-  their names as JSON text, one NumPy search per batch) and from the batch's own referential
-  versions (:func:`name_as_of`), by the rule of :mod:`.enrichment`.
+- The executors run the two halves around the state-store operator: :func:`parse` before the
+  shuffle (the usable purchases' product id, timestamp and output pieces) and :func:`output`
+  after it (the named purchases joined into their JSON records). The operator
+  (``jvm/operators``, :mod:`.enrichment`) names them; :func:`enrich` does the same work in
+  one process with a :class:`NameTable` (folded names as sorted ids, one NumPy search) and
+  the pending versions (:func:`name_as_of`), the reference the tests and benchmarks check
+  the pipeline against.
 """
 
 from __future__ import annotations
@@ -119,25 +123,14 @@ def check_purchase(raw: bytes | None) -> tuple[int, str]:
 
 @dataclass
 class Enriched:
-    """What one task made of its purchases: output rows, dead letters, counts, and the newest
-    purchase timestamp (ms) of each partition it read (the driver's fold point,
-    :mod:`.enrichment`)."""
+    """What one task made of its purchases: dead letters and counts."""
 
     dead: list[DeadLetter] = field(default_factory=list)
-    counts: dict[str, int] = field(
-        default_factory=lambda: {"purchases": 0, "enriched": 0, "unknown": 0, "purchases_dlq": 0}
-    )
-    newest: dict[int, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
 
     def count(self, name: str, n: int = 1) -> None:
         if n:
             self.counts[name] = self.counts.get(name, 0) + int(n)
-
-    def saw(self, partitions: Any, stamps_ms: Any) -> None:
-        """Note the newest timestamp of each partition among these rows (NumPy arrays)."""
-        for p in np.unique(partitions).tolist():
-            newest = int(stamps_ms[partitions == p].max())
-            self.newest[p] = max(newest, self.newest.get(p, newest))
 
 
 def _refuse(batch: pa.RecordBatch, i: int, exc: Refused, out: Enriched) -> None:
@@ -157,19 +150,27 @@ def _refuse(batch: pa.RecordBatch, i: int, exc: Refused, out: Enriched) -> None:
     out.count(f"dlq.{exc.error}")
 
 
-def enrich(
-    batch: pa.RecordBatch,
-    table: NameTable,
-    versions: Mapping[int, Sequence[VersionName]],
-    output_topic: str,
-    out: Enriched,
-) -> pa.RecordBatch:
-    """Sink rows (``key, value, topic``) for the usable purchases of ``batch`` (the source's
-    columns); unusable ones are added to ``out.dead``."""
+PARSED_SCHEMA: Final = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("pid", pa.int64()),
+        ("id_text", pa.string()),
+        ("price", pa.string()),
+        ("ts", pa.int64()),
+        ("part", pa.int32()),
+        ("off", pa.int64()),
+    ]
+)
+"""A usable purchase: its key (transaction id), product id, the id and price texts of its
+output, Kafka timestamp (ms), partition and offset."""
+
+
+def parse(batch: pa.RecordBatch, out: Enriched) -> pa.RecordBatch:
+    """The usable purchases of ``batch`` (the source's columns) as :data:`PARSED_SCHEMA`;
+    unusable ones are added to ``out.dead``."""
     n = batch.num_rows
     out.count("purchases", n)
     stamps = pc.cast(batch.column("timestamp"), pa.int64()).to_numpy(zero_copy_only=False) // 1000
-    out.saw(batch.column("partition").to_numpy(zero_copy_only=False), stamps)
     values = batch.column("value")
     text = values.view(pa.string()) if pa.types.is_binary(values.type) else values
     matched = pc.extract_regex(text, PURCHASE_PATTERN)
@@ -196,33 +197,78 @@ def enrich(
             pids[i] = pid
             ids_list[i], prices_list[i] = str(pid), price
         id_text, price_text = pa.array(ids_list, pa.string()), pa.array(prices_list, pa.string())
-    at, known = table.lookup(pids)
-    if len(table.ids):
-        found = pc.take(table.names, pa.array(at))
-        names = pc.if_else(pa.array(known), found, pa.scalar(_UNKNOWN_JSON))
-    else:
-        names = pa.array([_UNKNOWN_JSON] * n, pa.string())
-    if versions:
-        changed = np.flatnonzero(usable & np.isin(pids, np.fromiter(versions, np.int64)))
-        if len(changed):
-            listed = names.to_pylist()
-            for i in changed.tolist():
-                name = name_as_of(versions[int(pids[i])], int(stamps[i]))
-                if name is not False:
-                    listed[i] = _UNKNOWN_JSON if name is None else json.dumps(name)
-            names = pa.array(listed, pa.string())
-    out.count("unknown", int((usable & pc.equal(names, _UNKNOWN_JSON).to_numpy(False)).sum()))
-    out.count("enriched", int(usable.sum()))
-    value = pc.binary_join_element_wise(
-        '{"id":', id_text, ',"name":', names, ',"price":', price_text, "}", ""
-    )
     keep = pa.array(usable)
-    kept = int(usable.sum())
+    key = batch.column("key")
     return pa.RecordBatch.from_arrays(
         [
-            batch.column("key").filter(keep),
-            value.filter(keep).cast(pa.binary()),
-            pa.array([output_topic] * kept, pa.string()),
+            (key if pa.types.is_binary(key.type) else pc.cast(key, pa.binary())).filter(keep),
+            pa.array(pids).filter(keep),
+            id_text.filter(keep),
+            price_text.filter(keep),
+            pa.array(stamps, pa.int64()).filter(keep),
+            pc.cast(batch.column("partition"), pa.int32()).filter(keep),
+            pc.cast(batch.column("offset"), pa.int64()).filter(keep),
+        ],
+        schema=PARSED_SCHEMA,
+    )
+
+
+def name_json(names: Sequence[str | None]) -> pa.Array:
+    """Names as the JSON texts the output carries (None stays None: a tombstone)."""
+    return pa.array([None if n is None else json.dumps(n) for n in names], pa.string())
+
+
+def output(named: pa.RecordBatch, output_topic: str, out: Enriched) -> pa.RecordBatch:
+    """Sink rows (``key, value, topic``) of named purchases (``key, id_text, price`` and
+    ``name``, the name's JSON text or null when unknown), counted as enriched."""
+    names = pc.fill_null(named.column("name"), pa.scalar(_UNKNOWN_JSON))
+    out.count("unknown", named.column("name").null_count)
+    out.count("enriched", named.num_rows)
+    value = pc.binary_join_element_wise(
+        '{"id":',
+        named.column("id_text"),
+        ',"name":',
+        names,
+        ',"price":',
+        named.column("price"),
+        "}",
+        "",
+    )
+    return pa.RecordBatch.from_arrays(
+        [
+            named.column("key"),
+            value.cast(pa.binary()),
+            pa.array([output_topic] * named.num_rows, pa.string()),
         ],
         names=["key", "value", "topic"],
     )
+
+
+def enrich(
+    batch: pa.RecordBatch,
+    table: NameTable,
+    versions: Mapping[int, Sequence[VersionName]],
+    output_topic: str,
+    out: Enriched,
+) -> pa.RecordBatch:
+    """The pipeline's answer in one process, the reference its tests and benchmarks check the
+    engine against: :func:`parse`, name each purchase from ``table`` (the folded names) and
+    its product's ``versions`` (:func:`name_as_of`, the rule the state-store operator
+    applies), :func:`output`."""
+    parsed = parse(batch, out)
+    pids = parsed.column("pid").to_numpy(zero_copy_only=False)
+    stamps = parsed.column("ts").to_numpy(zero_copy_only=False)
+    at, known = table.lookup(pids)
+    names: list[str | None] = [
+        table.names[int(i)].as_py() if k else None for i, k in zip(at, known, strict=True)
+    ]
+    for i, pid in enumerate(pids.tolist()):
+        if pid in versions:
+            name = name_as_of(versions[pid], int(stamps[i]))
+            if name is not False:
+                names[i] = None if name is None else json.dumps(name)
+    named = pa.RecordBatch.from_arrays(
+        [parsed.column(c) for c in ("key", "id_text", "price")] + [pa.array(names, pa.string())],
+        names=["key", "id_text", "price", "name"],
+    )
+    return output(named, output_topic, out)
