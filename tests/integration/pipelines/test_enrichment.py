@@ -204,9 +204,7 @@ def test_a_batch_limit_smaller_than_the_referential_changes_no_name(
     # A fold point 0.5 s behind the newest purchase: more than the purchases' disorder across
     # the two partitions (a batch reads about 20 of each, 5 ms apart), so the fold changes
     # no name, and less than their span, so versions are folded during the run.
-    settings = settings.model_copy(
-        update={"max_offsets_per_trigger": 40, "watermark_delay_s": 0.5}
-    )
+    settings = settings.model_copy(update={"max_offsets_per_trigger": 40, "watermark_delay_s": 0.5})
     topics = EnrichmentTopics(
         purchases=topic_factory(2, "achats"),
         referential=topic_factory(2, "referentiel", {"cleanup.policy": "compact"}),

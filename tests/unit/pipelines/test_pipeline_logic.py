@@ -1,79 +1,123 @@
-"""Pure parts of the enrichment: the driver-held table, versions, counts, SQL builders."""
+"""Pure parts of the enrichment: the as-of rule, the tasks' Arrow work, counts, SQL builders.
+
+The table's fold and its state live in the JVM operator (``jvm/operators``); the integration
+tests read its state store back (``tests/integration/pipelines/test_enrichment.py``)."""
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streamscale.pipelines import deadletter as dl
 from streamscale.pipelines import purchase_batches as pb
-from streamscale.pipelines.enrichment import BatchCounts, Table, group_versions
+from streamscale.pipelines.enrichment import (
+    PURCHASE,
+    VERSION,
+    BatchCounts,
+    keyed,
+    keyed_schema,
+    referential_versions,
+)
 
 
-def test_table_applies_in_log_order_and_tombstones_delete() -> None:
-    table = Table({1: "old"})
-    table.apply(
+@pytest.mark.parametrize(
+    ("versions", "ts", "expected"),
+    [
+        ([], 100, False),  # no version: the folded table applies
+        ([(100, "a")], 99, False),  # newer than the purchase
+        ([(100, "a")], 100, "a"),  # a tie goes to the referential
+        ([(50, "a"), (80, None)], 90, None),  # a tombstone deletes
+        ([(200, "late stamp"), (100, "early stamp")], 250, "early stamp"),  # log order wins
+        ([(200, "late stamp"), (100, "early stamp")], 150, "early stamp"),
+        ([(200, "late stamp"), (100, "early stamp")], 99, False),
+    ],
+)
+def test_name_as_of_takes_the_latest_version_by_log_order_at_or_before_the_purchase(
+    versions: list[tuple[int, str | None]], ts: int, expected: str | bool | None
+) -> None:
+    assert pb.name_as_of(versions, ts) == expected
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 50), st.one_of(st.none(), st.text(max_size=3))), max_size=8),
+    st.integers(-5, 60),
+)
+def test_name_as_of_is_the_last_applicable_version(
+    versions: list[tuple[int, str | None]], ts: int
+) -> None:
+    applicable = [name for stamp, name in versions if stamp <= ts]
+    assert pb.name_as_of(versions, ts) == (applicable[-1] if applicable else False)
+
+
+def source_batch(
+    records: list[tuple[bytes | None, bytes | None, int]], topic: str = "achats"
+) -> pa.RecordBatch:
+    n = len(records)
+    return pa.RecordBatch.from_arrays(
         [
-            (2, (0, 11, 5, None, True)),  # tombstone of 2, after its creation below
-            (1, (0, 3, 9, "renamed", False)),
-            (2, (0, 10, 5, "two", False)),
-            (3, (1, 1, 1, "three", False)),
-        ]
-    )
-    assert table.names == {1: "renamed", 3: "three"}
-    assert table.version == 1
-    table.apply([])
-    assert table.version == 1  # no change, no new version (the cached DataFrame is kept)
-
-
-def test_versions_read_ahead_stay_pending_until_the_purchases_pass_them() -> None:
-    table = Table({1: "one"})
-    table.add(
-        [
-            (1, (0, 4, 300, "one v3", False)),
-            (1, (0, 2, 100, "one v2", False)),
-            (2, (1, 0, 50, "two", False)),
-            (2, (1, 1, 400, None, True)),  # deleted later
-        ]
-    )
-    assert table.names == {1: "one"} and table.version == 0
-    assert table.task_versions() == {
-        1: [(100, "one v2"), (300, "one v3")],
-        2: [(50, "two"), (400, None)],
-    }
-    assert table.latest() == {1: "one v3"}
-    table.fold(150)  # every purchase to come is at 150 or later
-    assert table.names == {1: "one v2", 2: "two"} and table.version == 1
-    assert table.task_versions() == {1: [(300, "one v3")], 2: [(400, None)]}
-    table.fold(120)  # an older fold point changes nothing
-    assert table.version == 1
-    table.fold(10_000)
-    assert table.names == {1: "one v3"} and table.pending == {} and table.version == 2
-
-
-def test_fold_takes_the_latest_version_by_log_order_not_by_timestamp() -> None:
-    table = Table()
-    table.add([(7, (0, 1, 200, "late stamp", False)), (7, (0, 2, 100, "early stamp", False))])
-    table.fold(150)  # the later record (offset 2) applies; the one before it can no longer
-    assert table.names == {7: "early stamp"} and table.pending == {}
-
-
-def test_tasks_report_each_partitions_newest_purchase() -> None:
-    stamps = [5_000, 9_000, 7_000, 1_000]
-    batch = pa.RecordBatch.from_arrays(
-        [
-            pa.array([b"a", b"b", b"c", b"d"]),
-            pa.array([b'{"id":1,"price":1.00}'] * 4),
-            pa.array(["achats"] * 4),
-            pa.array([0, 0, 1, 1], pa.int32()),
-            pa.array([0, 1, 0, 1], pa.int64()),
-            pa.array([t * 1000 for t in stamps], pa.timestamp("us", tz="UTC")),
+            pa.array([k for k, _, _ in records], pa.binary()),
+            pa.array([v for _, v, _ in records], pa.binary()),
+            pa.array([topic] * n, pa.string()),
+            pa.array([i % 2 for i in range(n)], pa.int32()),
+            pa.array(range(n), pa.int64()),
+            pa.array([t * 1000 for _, _, t in records], pa.timestamp("us", tz="UTC")),
         ],
         names=["key", "value", "topic", "partition", "offset", "timestamp"],
+    )
+
+
+def test_parse_keys_usable_purchases_by_product_id_and_output_joins_their_json() -> None:
+    batch = source_batch(
+        [
+            (b"a", b'{"id":1,"price":1.00}', 5_000),
+            (b"b", b'{ "price": 2.5, "id": 7 }', 6_000),  # any JSON: read as Spark would
+            (b"c", b"not json", 7_000),
+            (b"d", b'{"id":9,"price":3.10}', 8_000),
+        ]
+    )
+    out = pb.Enriched()
+    parsed = pb.parse(batch, out)
+    assert parsed.column("pid").to_pylist() == [1, 7, 9]
+    assert parsed.column("ts").to_pylist() == [5_000, 6_000, 8_000]
+    assert parsed.column("price").to_pylist() == ["1.00", "2.50", "3.10"]
+    assert [(d.offset, d.error) for d in out.dead] == [(2, dl.NOT_JSON)]
+    rows = keyed(PURCHASE, parsed)
+    assert rows.schema == keyed_schema() and rows.column("kind").to_pylist() == ["p"] * 3
+    named = pa.RecordBatch.from_arrays(
+        [
+            parsed.column("key"),
+            parsed.column("id_text"),
+            parsed.column("price"),
+            pa.array([json.dumps("Été"), None, json.dumps('say "hi"')], pa.string()),
+        ],
+        names=["key", "id_text", "price", "name"],
+    )
+    sink = pb.output(named, "out", out)
+    assert sink.column("value").to_pylist() == [
+        b'{"id":1,"name":"\\u00c9t\\u00e9","price":1.00}',
+        b'{"id":7,"name":"REF INCONNUE","price":2.50}',
+        b'{"id":9,"name":"say \\"hi\\"","price":3.10}',
+    ]
+    assert out.counts == {
+        "purchases": 4,
+        "purchases_dlq": 1,
+        "dlq.not_json": 1,
+        "enriched": 3,
+        "unknown": 1,
+    }
+
+
+def test_enrich_names_from_the_folded_table_and_the_pending_versions() -> None:
+    batch = source_batch(
+        [(b"a", b'{"id":1,"price":1.00}', t) for t in (5_000, 9_000, 7_000, 1_000)]
     )
     out = pb.Enriched()
     versions = {1: [(6_000, "renamed")]}
     rows = pb.enrich(batch, pb.NameTable.of({1: "first"}), versions, "out", out)
-    assert out.newest == {0: 9_000, 1: 7_000}
     assert [v.as_py() for v in rows.column("value")] == [
         b'{"id":1,"name":"first","price":1.00}',
         b'{"id":1,"name":"renamed","price":1.00}',
@@ -82,16 +126,42 @@ def test_tasks_report_each_partitions_newest_purchase() -> None:
     ]
 
 
-def test_group_versions_sorts_each_product_by_log_order() -> None:
-    rows = [(7, (0, 5, 100, "b", False)), (8, (1, 1, 50, "x", False)), (7, (0, 2, 200, "a", False))]
-    assert group_versions(rows) == {
-        7: [(0, 2, 200, "a", False), (0, 5, 100, "b", False)],
-        8: [(1, 1, 50, "x", False)],
+def test_referential_versions_carry_json_names_and_dead_letter_the_bad_ones() -> None:
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "key": [b"1", b"2", b"x"],
+            "value": [b'{"id":1,"name":"One"}', None, b"{}"],
+            "topic": ["referentiel"] * 3,
+            "partition": pa.array([0, 1, 0], pa.int32()),
+            "offset": pa.array([4, 2, 5], pa.int64()),
+            "pid": pa.array([1, 2, None], pa.int64()),
+            "name": ["One", None, None],
+            "deleted": [False, True, False],
+            "ts_ms": pa.array([100, 200, 300], pa.int64()),
+            "error": [None, None, dl.WRONG_TYPE],
+            "detail": [None, None, "referential key is not an integer product id"],
+        }
+    )
+    out = pb.Enriched()
+    rows = referential_versions(batch, out)
+    assert rows.schema == keyed_schema()
+    assert rows.select(["kind", "pid", "name", "ts", "part", "off"]).to_pylist() == [
+        {"kind": VERSION, "pid": 1, "name": '"One"', "ts": 100, "part": 0, "off": 4},
+        {"kind": VERSION, "pid": 2, "name": None, "ts": 200, "part": 1, "off": 2},
+    ]
+    assert [(d.offset, d.error) for d in out.dead] == [(5, dl.WRONG_TYPE)]
+    assert out.counts == {
+        "referential": 3,
+        "referential_dlq": 1,
+        "dlq.wrong_type": 1,
+        "referential_applied": 2,
     }
 
 
-def test_batch_counts_flatten_with_error_kinds() -> None:
-    counts = BatchCounts(purchases=5, enriched=4, purchases_dlq=1, errors={"not_json": 1})
+def test_batch_counts_add_tasks_counts_and_flatten_with_error_kinds() -> None:
+    counts = BatchCounts()
+    counts.add({"purchases": 3, "enriched": 2, "purchases_dlq": 1, "dlq.not_json": 1})
+    counts.add({"purchases": 2, "enriched": 2})
     flat = counts.as_dict()
     assert flat["purchases"] == 5 and flat["enriched"] + flat["purchases_dlq"] == 5
     assert flat["dlq.not_json"] == 1
