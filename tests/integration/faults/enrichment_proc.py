@@ -57,16 +57,15 @@ def topics(prefix: str) -> EnrichmentTopics:
     )
 
 
-KILL_POINTS = ("batch-start", "table", "referential", "tasks", "before-commit", "committed")
+KILL_POINTS = ("batch-start", "state", "tasks", "before-commit", "committed")
 """Where ``--kill-at`` kills the driver, in the order a micro-batch passes them:
 
 - ``batch-start``: the batch's offsets are in the offset log, nothing else is done;
-- ``table``: while the driver updates its referential table (in :meth:`Table.apply`: the
-  rebuild from the compacted topic after a restart, or the batch's own versions at its end);
-- ``referential``: the batch's referential records are read (their dead letters not yet written),
-  no purchase task has started;
-- ``tasks``: while the batch's purchase tasks run (and write output), at a random moment of
-  the job;
+- ``state``: while the batch's stage after the shuffle runs: the table operator's tasks
+  update the referential in Spark's state store (a new state version half written) and
+  write the named purchases;
+- ``tasks``: while any task of the batch's job runs (parse and dead letters, or the state
+  stage), at a random moment of the job;
 - ``before-commit``: every output record is written, the batch is not in the commit log;
 - ``committed``: the batch's commit file is written (offsets to the consumer group may not).
 """
@@ -81,33 +80,37 @@ def die(point: str, batch_id: int) -> None:
 
 def arm(pipeline: Any, spark: Any, point: str, first_batch: int, seed: int) -> None:
     """Make the driver SIGKILL itself at ``point`` of the first batch >= ``first_batch``."""
-    from streamscale.pipelines import enrichment
-
     rng = random.Random(seed)
     current = {"batch": -1}
     original = pipeline.process_batch
-
-    def target(batch_id: int) -> bool:
-        return batch_id >= first_batch and current["batch"] == batch_id
 
     def process_batch(batch: Any, batch_id: int) -> None:
         current["batch"] = batch_id
         hit = batch_id >= first_batch
         if hit and point == "batch-start":
             die(point, batch_id)
+        if hit and point in ("state", "tasks"):  # the batch's job starts in ``original``
+            threading.Thread(
+                target=kill_in_job, args=(batch_id, point == "state"), daemon=True
+            ).start()
         original(batch, batch_id)
         if hit and point == "before-commit":
             die(point, batch_id)
         if hit and point == "committed":
             threading.Thread(target=kill_when_committed, args=(batch_id,), daemon=True).start()
 
-    def kill_in_job(batch_id: int) -> None:
+    def kill_in_job(batch_id: int, state_stage: bool) -> None:
+        """Die at a random moment while a task of the batch's job runs (``state_stage``: a
+        task of its last stage, the one after the shuffle that holds the state operator)."""
         tracker = spark.sparkContext.statusTracker()
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             for job in tracker.getActiveJobsIds():
                 info = tracker.getJobInfo(job)
-                stages = [tracker.getStageInfo(s) for s in (info.stageIds if info else [])]
+                ids = sorted(info.stageIds) if info else []
+                if state_stage:
+                    ids = ids[-1:] if len(ids) > 1 else []
+                stages = [tracker.getStageInfo(s) for s in ids]
                 if any(s is not None and s.numActiveTasks > 0 for s in stages):
                     time.sleep(rng.uniform(0.0, 0.3))
                     die(point, batch_id)
@@ -121,45 +124,23 @@ def arm(pipeline: Any, spark: Any, point: str, first_batch: int, seed: int) -> N
                 die(point, batch_id)
             time.sleep(0.001)
 
-    if point == "table":
-        apply = enrichment.Table.apply
-
-        def table_apply(self: Any, rows: Any) -> None:
-            if rows and current["batch"] >= first_batch:
-                half = len(rows) // 2
-                apply(self, rows[:half])  # the table half updated
-                die(point, current["batch"])
-            apply(self, rows)
-
-        enrichment.Table.apply = table_apply  # type: ignore[method-assign]
-    read = enrichment.read_referential
-
-    def read_referential(*args: Any, **kwargs: Any) -> Any:
-        found = read(*args, **kwargs)
-        if target(current["batch"]) and len(args) >= 5:  # the batch's own range, read
-            if point == "referential":
-                die(point, current["batch"])
-            if point == "tasks":  # the purchases job of the batch comes next
-                threading.Thread(target=kill_in_job, args=(current["batch"],), daemon=True).start()
-        return found
-
-    enrichment.read_referential = read_referential
     pipeline.process_batch = process_batch
 
 
 def slow_tasks(delay_s: float) -> None:
-    """Every task of the enrichment's purchases job sleeps ``delay_s`` first (the task object
-    is pickled by value from this script, so the executors run this subclass)."""
+    """Every parse task of the enrichment (the stage that reads Kafka) sleeps ``delay_s``
+    first (the task object is pickled by value from this script, so the executors run this
+    subclass)."""
     from streamscale.pipelines import enrichment
 
-    class SlowTask(enrichment.EnrichTask):
+    class SlowTask(enrichment.ParseTask):
         def __call__(self, batches: Any) -> Any:
             import time as clock
 
             clock.sleep(delay_s)
             yield from super().__call__(batches)
 
-    enrichment.EnrichTask = SlowTask  # type: ignore[misc]
+    enrichment.ParseTask = SlowTask  # type: ignore[misc]
 
 
 def control(spark: Any, stream: Any) -> None:

@@ -11,10 +11,10 @@ the duplicate bound from the checkpoint):
   while it runs one;
 - :func:`driver_kills`: the driver SIGKILLed at named points of a batch (:data:`enrichment_proc.
   KILL_POINTS`: while its tasks write, after its output and before its commit, while the
-  driver rebuilds its referential table, ...) and at random moments, restarted from the
-  checkpoint each time; referential renames arrive meanwhile; the output is checked against
-  the reference (:func:`streamscale.experiment.verify.compare_enrichment`) and every repeated output
-  record is identical to its first copy.
+  state stage updates the referential in the state store, ...) and at random moments,
+  restarted from the checkpoint each time; referential renames arrive meanwhile; the output
+  is checked against the reference (:func:`streamscale.experiment.verify.compare_enrichment`)
+  and every repeated output record is identical to its first copy.
 
 Each phase ends with a reconciliation of its own purchases (input = output + dead letters by
 key and count) and a stronger check than the count bound: every duplicated purchase lies in
@@ -425,7 +425,7 @@ def driver_kills(
     kafka: embedded.Broker,
     workdir: Path,
     *,
-    plan: tuple[str, ...] = ("random", "table"),
+    plan: tuple[str, ...] = ("random", "state"),
     purchases: int = 1_500,
     rate: float = 1_000,
     products: int = 1_000,
@@ -473,9 +473,9 @@ def driver_kills(
             opts: dict[str, Any] = {"max_offsets": max_offsets, "seed": seed + n}
             if point != "random":
                 opts["kill_at"] = point
-                # The table is rebuilt on the first batch of a restart; elsewhere the first
-                # new batch after the replay of the interrupted one.
-                opts["kill_batch"] = 0 if point == "table" else (max(offsets, default=0) + 1)
+                # ``state``: on the first batch of a restart (the replay of the interrupted
+                # one, its state version rewritten); elsewhere the first new batch after it.
+                opts["kill_batch"] = 0 if point == "state" else (max(offsets, default=0) + 1)
             current = PipelineProcess(bootstrap, checkpoint, prefix, log, **opts)
             proc = current
             load(n)

@@ -75,9 +75,9 @@ def test_driver_sigkilled_at_points_of_a_batch_restarts_from_its_checkpoint(
             f"start, in flight {sorted(kill.in_flight)}"
         )
     check(run.result)
-    assert [k.point for k in run.kills] == ["random", "table"]
-    table = run.kills[1]  # killed while rebuilding its table, on the replay of a batch
-    assert table.batch is not None and table.batch in table.in_flight
+    assert [k.point for k in run.kills] == ["random", "state"]
+    state = run.kills[1]  # killed while its state stage ran, on the replay of a batch
+    assert state.batch is not None and state.batch in state.in_flight
     assert run.reference is not None and run.reference.ok, run.reference.summary()
     assert run.differing_copies == 0  # a replayed batch writes what it wrote before
 
