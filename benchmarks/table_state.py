@@ -1,0 +1,274 @@
+"""Enrichment with a large referential, changing every batch: throughput, driver time, state.
+
+    flock /tmp/streamscale-bench.lock env PYTHONPATH=src STREAMSCALE_JARS_DIR=jvm/lib \\
+        .venv/bin/python benchmarks/table_state.py --products 1000,100000,1000000
+
+For each size P, on the embedded Apache Kafka and Spark ``local[*]`` (the pipeline's own
+settings: the table operator's state in RocksDB with changelog checkpointing,
+``spark.sql.shuffle.partitions`` state partitions):
+
+1. **fill**: P referential records (one per product) are read by the pipeline, which then
+   holds P table entries in Spark's state store;
+2. **steady**: the query is stopped and started again from its checkpoint (the restart is
+   timed to its first batch) and reads ``--steady`` purchases of products drawn at random
+   among the P, in batches of ``--batch`` (``maxOffsetsPerTrigger``), while a producer
+   renames random products at ``--renames-per-s`` with timestamps inside the purchases' event
+   time (some behind the fold point, some ahead): the table changes in every batch, and each
+   batch reads and updates entries spread over the whole store.
+
+Printed per size: steady purchases/s (purchases over the batches' trigger time, the
+restart's batch left out), the median batch's trigger time and its part outside ``addBatch``
+(what the driver does per batch besides waiting for the job: planning, offsets, state store
+bookkeeping, commits), state bytes written per steady batch (growth of the checkpoint's
+``state/``), the restart to the first batch, the peak resident memory of the Spark JVM (driver
+and executors: local mode) and of the Python workers, and the batches whose table changed.
+Every purchase is checked: written once, never ``REF INCONNUE`` (every product exists), and
+named by a version whose timestamp is at or before its own (a name carries its version's
+timestamp), never by a later one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import cpu_use
+from pipelines import create, produce_all
+from streamscale.kafka import broker as embedded
+from streamscale.kafka.admin import KafkaAdmin
+from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics
+from streamscale.pipelines.purchase_batches import REF_UNKNOWN
+from streamscale.settings import Settings
+from streamscale.spark import session
+from streamscale.spark import stop as stop_session
+
+T0 = (int(time.time()) // 3600 - 1) * 3_600_000  # an hour ago: within the topics' retention
+SPAN_MS = 120_000  # event time of the steady purchases
+
+
+def product(topic: str, pid: int, ts: int) -> tuple[str, str, str, int, bool]:
+    """A referential record whose name carries its version's timestamp."""
+    return topic, str(pid), json.dumps({"id": pid, "name": f"P{pid} @{ts}"}), ts, False
+
+
+def purchases(
+    topic: str, n: int, products: int, rng: random.Random
+) -> Iterator[tuple[str, str, str, int, bool]]:
+    for i in range(n):
+        pid = rng.randrange(products)
+        yield topic, f"t{i}", f'{{"id":{pid},"price":1.00}}', T0 + 1000 + i * SPAN_MS // n, True
+
+
+def state_bytes(checkpoint: Path) -> int:
+    return sum(p.stat().st_size for p in (checkpoint / "state").rglob("*") if p.is_file())
+
+
+class Renamer(threading.Thread):
+    """Renames random products at ``rate``/s until stopped (bounded by ``limit``)."""
+
+    def __init__(self, settings: Settings, topic: str, products: int, rate: int, limit: int):
+        super().__init__(daemon=True)
+        self.settings, self.topic, self.products, self.rate = settings, topic, products, rate
+        self.limit = limit
+        self.stop = threading.Event()
+        self.sent = 0
+
+    def run(self) -> None:
+        from confluent_kafka import Producer
+
+        from streamscale.kafka.client import producer_config
+
+        producer = Producer(producer_config(self.settings.kafka_config(), **{"linger.ms": 20}))
+        rng = random.Random(7)
+        began = time.perf_counter()
+        while not self.stop.is_set() and self.sent < self.limit:
+            due = int((time.perf_counter() - began) * self.rate)
+            while self.sent < min(due, self.limit):
+                pid = rng.randrange(self.products)
+                _, key, value, ts, _ = product(self.topic, pid, T0 + 1000 + rng.randrange(SPAN_MS))
+                producer.produce(self.topic, value, key, timestamp=ts)
+                self.sent += 1
+            producer.poll(0)
+            time.sleep(0.01)
+        producer.flush(60)
+
+
+def run_until(query: Any, pipeline: Enrichment, wanted: int, timeout_s: float) -> float:
+    """Wait until ``wanted`` purchases are counted in the query's progress; seconds to the
+    first progress."""
+    began = time.perf_counter()
+    first = None
+    deadline = began + timeout_s
+    while time.perf_counter() < deadline:
+        if query.exception() is not None:
+            raise RuntimeError(str(query.exception()))
+        progress = query.recentProgress
+        if first is None and progress:
+            first = time.perf_counter() - began
+        if sum(pipeline.batch_counts(p).get("purchases", 0) for p in progress) >= wanted:
+            return first if first is not None else time.perf_counter() - began
+        time.sleep(0.1)
+    raise RuntimeError(f"{wanted} purchases not processed within {timeout_s:.0f} s")
+
+
+def check_output(settings: Settings, topics: EnrichmentTopics, steady: int) -> dict[str, int]:
+    """Every purchase written once, never unknown, never named by a later version."""
+    admin = KafkaAdmin(settings.kafka_config(), settings.request_timeout_s)
+    try:
+        records = admin.read_all(topics.output, 4)
+    finally:
+        admin.close()
+    seen: dict[bytes, int] = {}
+    future = unknown = 0
+    for m in records:
+        key = m.key()
+        seen[key] = seen.get(key, 0) + 1
+        name = json.loads(m.value())["name"]
+        if name == REF_UNKNOWN:
+            unknown += 1
+            continue
+        version_ts = int(name.rsplit("@", 1)[1])
+        purchase_ts = T0 + 1000 + int(key[1:]) * SPAN_MS // steady
+        if version_ts > purchase_ts:
+            future += 1
+    missing = steady - len(seen)
+    result = {"written": len(records), "missing": missing, "unknown": unknown, "future": future}
+    if missing or unknown or future:
+        raise RuntimeError(f"output does not match the table semantics: {result}")
+    return result
+
+
+def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
+    rng = random.Random(n)
+    with embedded.embedded_broker(base / f"broker-{n}") as b:
+        settings = Settings(
+            bootstrap_servers=b.bootstrap,
+            max_offsets_per_trigger=args.batch,
+            shuffle_partitions=args.state_partitions,
+            driver_memory=args.driver_memory,
+            metrics_port=-1,
+        )
+        topics = EnrichmentTopics(
+            purchases=f"achats-{n}",
+            referential=f"referentiel-{n}",
+            output=f"enrichis-{n}",
+            dlq=f"dlq-{n}",
+        )
+        create(
+            settings,
+            [topics.purchases, topics.referential, topics.output, topics.dlq],
+            compact=[topics.referential],
+        )
+        produced, took = produce_all(
+            settings, (product(topics.referential, i, T0) for i in range(n))
+        )
+        print(f"products={n:,}: {produced:,} referential records produced in {took:.0f} s")
+        spark = session(settings, app_name=f"table-state-{n}")
+        checkpoint = base / f"ckpt-{n}"
+        rss = cpu_use.RssPeak(["spark jvm"])
+        workers = cpu_use.RssPeak(["python workers"])
+        renamer = None
+        try:
+            fill = Enrichment(settings, str(checkpoint), topics)
+            query = fill.start(spark, {"availableNow": True})
+            query.awaitTermination()
+            if query.exception() is not None:
+                raise RuntimeError(str(query.exception()))
+            fill_s = sum(p.durationMs["triggerExecution"] for p in query.recentProgress) / 1000
+            print(f"  fill: {n:,} products into the state store in {fill_s:.1f} s", flush=True)
+            produce_all(settings, purchases(topics.purchases, args.steady, n, rng))
+            before = state_bytes(checkpoint)
+            pipeline = Enrichment(settings, str(checkpoint), topics)
+            renamer = Renamer(settings, topics.referential, n, args.renames_per_s, args.steady)
+            renamer.start()
+            query = pipeline.start(spark, {"processingTime": "0 seconds"})
+            restart_s = run_until(query, pipeline, args.steady, args.timeout_s)
+            query.stop()
+            written = state_bytes(checkpoint) - before
+        finally:
+            if renamer is not None:
+                renamer.stop.set()
+                renamer.join(60)
+            jvm_mb, workers_mb = rss.stop(), workers.stop()
+            stop_session(spark)
+        batches = [p for p in query.recentProgress if p.numInputRows]
+        counts = [pipeline.batch_counts(p) for p in batches]
+        steady_batches = batches[1:]
+        if len(steady_batches) < args.min_batches:
+            raise RuntimeError(f"only {len(steady_batches)} steady batches: raise --steady")
+        purchased = sum(c.get("purchases", 0) for c in counts[1:])
+        changed = sum(1 for c in counts[1:] if c.get("referential_applied", 0))
+        renames = [c.get("referential_applied", 0) for c in counts[1:]]
+        trigger = [p.durationMs["triggerExecution"] / 1000 for p in steady_batches]
+        outside = [
+            (p.durationMs["triggerExecution"] - p.durationMs.get("addBatch", 0)) / 1000
+            for p in steady_batches
+        ]
+        checked = check_output(settings, topics, args.steady)
+        figures = {
+            "products": n,
+            "purchases_per_s": purchased / sum(trigger),
+            "batch_s": statistics.median(trigger),
+            "driver_s": statistics.median(outside),
+            "state_mb_per_batch": written / len(batches) / 1e6,
+            "restart_s": restart_s,
+            "fill_s": fill_s,
+            "jvm_mb": jvm_mb,
+            "workers_mb": workers_mb,
+            "batches": len(steady_batches),
+            "changed": changed,
+            "renames_per_batch": statistics.median(renames),
+        }
+        print(
+            "  steady: {purchases_per_s:,.0f} purchases/s, batch {batch_s:.2f} s (driver outside "
+            "addBatch {driver_s:.3f} s), state written {state_mb_per_batch:.1f} MB/batch, "
+            "restart to first batch {restart_s:.1f} s, peak RSS Spark JVM {jvm_mb:,.0f} MB, "
+            "Python workers {workers_mb:,.0f} MB ({batches} batches, {changed} with table "
+            "changes, median {renames_per_batch:,.0f} versions a batch)".format(**figures),
+            flush=True,
+        )
+        print(f"  output checked: {checked}", flush=True)
+        return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--products", default="1000,100000,1000000")
+    parser.add_argument("--steady", type=int, default=400_000, help="steady purchases")
+    parser.add_argument("--batch", type=int, default=20_000, help="maxOffsetsPerTrigger")
+    parser.add_argument("--renames-per-s", type=int, default=2_000)
+    parser.add_argument("--state-partitions", type=int, default=4)
+    parser.add_argument("--driver-memory", default="4g")
+    parser.add_argument("--min-batches", type=int, default=5)
+    parser.add_argument("--timeout-s", type=float, default=1800)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.products.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        results = [one_size(n, args, Path(tmp)) for n in sizes]
+    print(
+        "\n| products | purchases/s | batch s | driver s | state MB/batch | restart s "
+        "| fill s | peak RSS JVM MB | workers MB | batches changed |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        print(
+            f"| {r['products']:,.0f} | {r['purchases_per_s']:,.0f} | {r['batch_s']:.2f} | "
+            f"{r['driver_s']:.3f} | {r['state_mb_per_batch']:.1f} | {r['restart_s']:.1f} | "
+            f"{r['fill_s']:.0f} | {r['jvm_mb']:,.0f} | {r['workers_mb']:,.0f} | "
+            f"{r['changed']:.0f}/{r['batches']:.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
