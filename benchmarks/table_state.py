@@ -215,6 +215,15 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             (p.durationMs["triggerExecution"] - p.durationMs.get("addBatch", 0)) / 1000
             for p in steady_batches
         ]
+        if args.verbose:
+            for p, c in zip(batches, counts, strict=True):
+                ops = p.stateOperators or []
+                print(
+                    f"    batch {p.batchId}: {c.get('purchases', 0):,} purchases, "
+                    f"{c.get('referential', 0):,} versions, {dict(p.durationMs)}, state "
+                    f"{[(op.numRowsUpdated, op.commitTimeMs, op.allUpdatesTimeMs) for op in ops]}",
+                    flush=True,
+                )
         checked = check_output(settings, topics, args.steady)
         figures = {
             "products": n,
@@ -252,6 +261,7 @@ def main() -> None:
     parser.add_argument("--driver-memory", default="4g")
     parser.add_argument("--min-batches", type=int, default=5)
     parser.add_argument("--timeout-s", type=float, default=1800)
+    parser.add_argument("--verbose", action="store_true", help="each batch's durations")
     args = parser.parse_args()
     sizes = [int(s) for s in args.products.split(",")]
     with tempfile.TemporaryDirectory() as tmp:

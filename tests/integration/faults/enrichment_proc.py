@@ -61,9 +61,10 @@ KILL_POINTS = ("batch-start", "state", "tasks", "before-commit", "committed")
 """Where ``--kill-at`` kills the driver, in the order a micro-batch passes them:
 
 - ``batch-start``: the batch's offsets are in the offset log, nothing else is done;
-- ``state``: while the batch's stage after the shuffle runs: the table operator's tasks
-  update the referential in Spark's state store (a new state version half written) and
-  write the named purchases;
+- ``state``: in the batch's stage after the shuffle, once a task has handed its first named
+  purchases to the producer: the table operator ran in that task, its new state version is
+  not committed (local mode: tasks run in the driver's JVM; the Python worker kills the
+  driver's process group);
 - ``tasks``: while any task of the batch's job runs (parse and dead letters, or the state
   stage), at a random moment of the job;
 - ``before-commit``: every output record is written, the batch is not in the commit log;
@@ -80,6 +81,9 @@ def die(point: str, batch_id: int) -> None:
 
 def arm(pipeline: Any, spark: Any, point: str, first_batch: int, seed: int) -> None:
     """Make the driver SIGKILL itself at ``point`` of the first batch >= ``first_batch``."""
+    from streamscale.pipelines import enrichment
+
+    armed: list[int] = []
     rng = random.Random(seed)
     current = {"batch": -1}
     original = pipeline.process_batch
@@ -89,28 +93,25 @@ def arm(pipeline: Any, spark: Any, point: str, first_batch: int, seed: int) -> N
         hit = batch_id >= first_batch
         if hit and point == "batch-start":
             die(point, batch_id)
-        if hit and point in ("state", "tasks"):  # the batch's job starts in ``original``
-            threading.Thread(
-                target=kill_in_job, args=(batch_id, point == "state"), daemon=True
-            ).start()
+        if hit and point == "tasks":  # the batch's job starts in ``original``
+            threading.Thread(target=kill_in_job, args=(batch_id,), daemon=True).start()
+        if hit and point == "state" and not armed:
+            print(f"killing at {point} batch {batch_id}", flush=True)
+            armed.append(batch_id)
+            enrichment.WriteTask = dying_write()  # type: ignore[misc]
         original(batch, batch_id)
         if hit and point == "before-commit":
             die(point, batch_id)
         if hit and point == "committed":
             threading.Thread(target=kill_when_committed, args=(batch_id,), daemon=True).start()
 
-    def kill_in_job(batch_id: int, state_stage: bool) -> None:
-        """Die at a random moment while a task of the batch's job runs (``state_stage``: a
-        task of its last stage, the one after the shuffle that holds the state operator)."""
+    def kill_in_job(batch_id: int) -> None:
         tracker = spark.sparkContext.statusTracker()
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             for job in tracker.getActiveJobsIds():
                 info = tracker.getJobInfo(job)
-                ids = sorted(info.stageIds) if info else []
-                if state_stage:
-                    ids = ids[-1:] if len(ids) > 1 else []
-                stages = [tracker.getStageInfo(s) for s in ids]
+                stages = [tracker.getStageInfo(s) for s in (info.stageIds if info else [])]
                 if any(s is not None and s.numActiveTasks > 0 for s in stages):
                     time.sleep(rng.uniform(0.0, 0.3))
                     die(point, batch_id)
@@ -125,6 +126,28 @@ def arm(pipeline: Any, spark: Any, point: str, first_batch: int, seed: int) -> N
             time.sleep(0.001)
 
     pipeline.process_batch = process_batch
+
+
+def dying_write() -> Any:
+    """A write task that, once it has handed its first named purchases to the producer,
+    SIGKILLs the driver's process group and its own (the state stage of a local driver: the
+    table operator ran in the same task, its new state version not committed). Pickled by
+    value from this script to the Python workers, which run in a process group of their own."""
+    from streamscale.pipelines import enrichment
+
+    driver_group = os.getpgid(0)
+
+    class DyingWrite(enrichment.WriteTask):
+        def __call__(self, batches: Any) -> Any:
+            def then_die() -> Any:
+                for batch in batches:
+                    yield batch
+                    os.killpg(driver_group, signal.SIGKILL)
+                    os.killpg(0, signal.SIGKILL)
+
+            yield from super().__call__(then_die())
+
+    return DyingWrite
 
 
 def slow_tasks(delay_s: float) -> None:
