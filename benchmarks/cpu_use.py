@@ -117,11 +117,15 @@ class BatchCpu:
         return records, spent(self.marks[0][1], self.marks[-1][1])
 
 
-def rss_mb(kinds: Iterable[str]) -> float:
-    """Summed resident memory (VmRSS, MB) of the processes of these kinds now."""
+def rss_mb(kinds: Iterable[str], root: int | None = None) -> float:
+    """Summed resident memory (VmRSS, MB) of the processes of these kinds now (with ``root``,
+    only the processes below that PID: not other work on a shared machine)."""
     wanted = set(kinds)
     total = 0
-    for pid in os.listdir("/proc"):
+    pids = (
+        [str(p) for p in processes.descendants(root)] if root is not None else os.listdir("/proc")
+    )
+    for pid in pids:
         if not pid.isdigit():
             continue
         try:
@@ -142,8 +146,11 @@ def rss_mb(kinds: Iterable[str]) -> float:
 class RssPeak:
     """Peak of :func:`rss_mb` over a span, sampled every ``interval`` s in a thread."""
 
-    def __init__(self, kinds: Iterable[str], interval: float = 0.25) -> None:
+    def __init__(
+        self, kinds: Iterable[str], interval: float = 0.25, root: int | None = None
+    ) -> None:
         self.kinds = tuple(kinds)
+        self.root = root
         self.interval = interval
         self.peak = 0.0
         self._done = threading.Event()
@@ -152,10 +159,10 @@ class RssPeak:
 
     def _run(self) -> None:
         while not self._done.is_set():
-            self.peak = max(self.peak, rss_mb(self.kinds))
+            self.peak = max(self.peak, rss_mb(self.kinds, self.root))
             self._done.wait(self.interval)
 
     def stop(self) -> float:
         self._done.set()
         self._thread.join(5)
-        return max(self.peak, rss_mb(self.kinds))
+        return max(self.peak, rss_mb(self.kinds, self.root))

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -176,8 +177,10 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
         print(f"products={n:,}: {produced:,} referential records produced in {took:.0f} s")
         spark = session(settings, app_name=f"table-state-{n}")
         checkpoint = base / f"ckpt-{n}"
-        rss = cpu_use.RssPeak(["spark jvm"])
-        workers = cpu_use.RssPeak(["python workers"])
+        # This process's JVM (driver and executors) and Python workers only: the machine is
+        # shared.
+        rss = cpu_use.RssPeak(["spark jvm"], root=os.getpid())
+        workers = cpu_use.RssPeak(["python workers"], root=os.getpid())
         renamer = None
         try:
             fill = Enrichment(settings, str(checkpoint), topics)
