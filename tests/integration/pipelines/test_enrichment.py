@@ -94,8 +94,14 @@ def first_run(
     totals = sum_counts(first, query)
     assert totals["purchases"] == 6 and totals["enriched"] == 6 and totals["unknown"] == 2
     assert totals["referential"] == 5 and totals["referential_applied"] == 5
-    # The table is in Spark's state store, one entry per product; product 3 was deleted and
-    # left none. With one batch the watermark never passed a version: all are pending.
+    # The state is Spark's: the table in the state store (RocksDB changelog files by default)
+    # and nothing of the pipeline's own beside Spark's directories.
+    names = {p.name for p in checkpoint.iterdir() if not p.name.startswith(".")}
+    assert "state" in names and names <= {"commits", "metadata", "offsets", "sources", "state"}
+    if settings.state_store == "rocksdb":
+        assert list((checkpoint / "state").rglob("*.changelog"))
+    # One entry per product; with one batch the watermark never passed a version: all are
+    # pending (3's tombstone too, until a fold drops the entry).
     assert table_state(spark, checkpoint) == {
         1: (None, [(T0, "Amber Kettle 1")]),
         2: (None, [(T0, "Brisk Drum 2"), (T0 + 20, "Brisk Drum 2 v2")]),
