@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import ClassVar
+
 import pytest
 
+from streamscale.autoscale.actuator import ApplyResult
 from streamscale.autoscale.runtime import AutoscaleOptions, elastic_conf
 from streamscale.errors import ConfigError
 
@@ -28,3 +32,81 @@ def test_run_autoscale_is_refused_in_local_mode_before_spark_starts() -> None:
     )
     assert done.exit_code == 2
     assert "needs a cluster manager" in done.output
+
+
+def test_elastic_conf_on_kubernetes_creates_the_maximum_in_one_round() -> None:
+    conf = elastic_conf(
+        "k8s://https://kubernetes.default.svc", AutoscaleOptions(min_executors=1, max_executors=12)
+    )
+    assert conf["spark.dynamicAllocation.enabled"] == "false"
+    assert conf["spark.executor.instances"] == "1"
+    assert conf["spark.kubernetes.allocation.batch.size"] == "12"
+
+
+class _CountingActuator:
+    """Stands in for the SparkActuator: ``count`` executors run; records every read."""
+
+    count = 0
+    reads = 0
+    applied: ClassVar[list[int]] = []
+
+    def __init__(self, spark: object) -> None:
+        type(self).reads = 0
+        type(self).applied = []
+
+    def running(self) -> int:
+        type(self).reads += 1
+        return self.count
+
+    def apply(self, target: int) -> ApplyResult:
+        type(self).applied.append(target)
+        return ApplyResult(target, target, self.count)
+
+    def wait_for(self, count: int, timeout_s: float = 60.0) -> float:
+        return 0.0
+
+
+class _Controller:
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.target: int | None = None
+        self.started = False
+
+    def start(self) -> None:
+        self.started = True
+
+
+@pytest.mark.parametrize(
+    ("master", "conf", "running", "reads_at_most"),
+    [
+        # Kubernetes started spark.executor.instances=1 pod: nothing more to wait for
+        ("k8s://https://kubernetes.default.svc", {"spark.executor.instances": "1"}, 1, 1),
+        # standalone granted spark.cores.max=2 executors, both registered
+        ("spark://127.0.0.1:7077", {"spark.cores.max": "2"}, 2, 1),
+    ],
+)
+def test_the_start_waits_for_what_the_cluster_manager_starts(
+    monkeypatch: pytest.MonkeyPatch,
+    master: str,
+    conf: dict[str, str],
+    running: int,
+    reads_at_most: int,
+) -> None:
+    """On Kubernetes the start does not wait for max_executors (8 here), which never come
+    unless asked for: it waits for the executor pods the application starts with."""
+    import streamscale.autoscale.actuator as actuator_module
+    import streamscale.autoscale.runtime as runtime
+
+    _CountingActuator.count = running
+    monkeypatch.setattr(actuator_module, "SparkActuator", _CountingActuator)
+    monkeypatch.setattr(runtime, "Controller", _Controller)
+    settings = {"spark.master": master, **conf}
+    context = SimpleNamespace(
+        master=master, getConf=lambda: SimpleNamespace(getAll=lambda: list(settings.items()))
+    )
+    spark = SimpleNamespace(sparkContext=context)
+    options = AutoscaleOptions(min_executors=1, max_executors=8)
+    controller = runtime.start_autoscaler(spark, "q", None, options, register_timeout_s=20.0)  # type: ignore[arg-type]
+    # one read: no polling (every 0.2 s for 20 s) for executors that were never asked for
+    assert _CountingActuator.reads <= reads_at_most
+    assert _CountingActuator.applied == [1]
+    assert isinstance(controller, _Controller) and controller.started
