@@ -57,6 +57,24 @@ if ! ls "jvm/lib/connector/spark-sql-kafka-0-10_2.13-$pyspark_version.jar" >/dev
     echo "setup: pyspark $pyspark_version differs from the connector in jvm/connector/pom.xml" >&2
     exit 1
 fi
+# Helm, to render the chart in deploy/helm in the tests: built once from the Go module proxy
+# into build/bin (git-ignored), with the version and default Kubernetes version (1.37, its
+# client-go's) that the official build stamps in; a stamp makes a second run a no-op.
+HELM_VERSION=v3.22.0
+if [ ! -x build/bin/helm ] || [ "$(cat build/bin/.helm-version 2>/dev/null)" != "$HELM_VERSION" ]; then
+    if ! command -v go >/dev/null 2>&1; then
+        echo "setup: Go 1.21 or newer is needed to build helm (it fetches the toolchain helm needs)" >&2
+        exit 1
+    fi
+    echo "setup: building helm $HELM_VERSION from the Go module proxy into build/bin"
+    mkdir -p build/bin
+    GOBIN="$PWD/build/bin" GOFLAGS=-buildvcs=false go install -ldflags "\
+-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION \
+-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37 \
+-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37" \
+        "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+    echo "$HELM_VERSION" >build/bin/.helm-version
+fi
 # Class-data sharing archives of a Kafka node's and a Spark driver's classes (jvm/lib/cds):
 # their JVMs then start on about a third less CPU. Recorded once per set of jars.
 .venv/bin/python -m streamscale.class_archives
