@@ -155,6 +155,19 @@ OPERATOR_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 # --------------------------------------------------------------------------- schemas
 
 
+@pytest.mark.parametrize("values", [REQUIRED, FULL, ATTACH], ids=["required", "full", "attach"])
+def test_helm_lint_strict_passes(helm: Path, values: dict[str, Any], tmp_path: Path) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    done = subprocess.run(
+        [str(helm), "lint", "--strict", str(CHART), "--namespace", NAMESPACE,
+         "--values", str(path)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 chart(s) linted, 0 chart(s) failed" in done.stdout
+
+
 @pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
 @pytest.mark.parametrize("values", [REQUIRED, FULL, ATTACH], ids=["required", "full", "attach"])
 def test_every_object_validates_against_the_kubernetes_schemas(

@@ -110,3 +110,50 @@ def test_the_start_waits_for_what_the_cluster_manager_starts(
     assert _CountingActuator.reads <= reads_at_most
     assert _CountingActuator.applied == [1]
     assert isinstance(controller, _Controller) and controller.started
+
+
+def _session(master: str, conf: dict[str, str]) -> SimpleNamespace:
+    settings = {"spark.master": master, **conf}
+    context = SimpleNamespace(
+        master=master, getConf=lambda: SimpleNamespace(getAll=lambda: list(settings.items()))
+    )
+    return SimpleNamespace(sparkContext=context)
+
+
+def test_run_refuses_a_kubernetes_driver_on_loopback_before_scaling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import streamscale.autoscale.runtime as runtime
+    from streamscale.cli.run import autoscaler
+    from streamscale.settings import Settings
+
+    started: list[AutoscaleOptions] = []
+    monkeypatch.setattr(runtime, "start_autoscaler", lambda *a, **kw: started.append(a[3]))
+    hook = autoscaler(AutoscaleOptions(min_executors=1, max_executors=4), Settings())
+    spark = _session("k8s://https://127.0.0.1:6443", {"spark.driver.host": "127.0.0.1"})
+    with pytest.raises(ConfigError, match=r"spark\.driver\.host=127\.0\.0\.1: executor pods"):
+        hook(spark, None, "enrichment")  # type: ignore[arg-type]
+    assert started == []
+
+
+def test_run_bounds_the_count_by_the_kubernetes_pod_cap(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import streamscale.autoscale.runtime as runtime
+    from streamscale.cli.run import autoscaler
+    from streamscale.settings import Settings
+
+    started: list[AutoscaleOptions] = []
+
+    def start(*args: object, **kwargs: object) -> SimpleNamespace:
+        started.append(args[3])  # type: ignore[arg-type]
+        return SimpleNamespace(stop=lambda: None)
+
+    monkeypatch.setattr(runtime, "start_autoscaler", start)
+    hook = autoscaler(AutoscaleOptions(min_executors=1, max_executors=8), Settings())
+    conf = {"spark.driver.host": "10.4.0.7", "spark.kubernetes.allocation.maximum": "5"}
+    hook(_session("k8s://https://kubernetes.default.svc", conf), None, "enrichment")  # type: ignore[arg-type]
+    assert [o.max_executors for o in started] == [5]
+    out = capsys.readouterr()
+    assert "warning: spark.kubernetes.allocation.maximum=5 caps" in out.err
+    assert "1-5 executors" in out.out
