@@ -491,7 +491,12 @@ def test_monitoring_objects_are_optional(render: Render) -> None:
     [
         ({"checkpoint": {"dir": "s3a://b/c"}}, "image.repository is required"),
         ({"image": {"repository": IMAGE}}, "checkpoint.dir is required"),
-        ({**REQUIRED, "mode": "cluster"}, "mode=cluster: set mode to run"),
+        ({**REQUIRED, "mode": "cluster"}, "at '/mode': value must be one of 'run', 'attach'"),
+        ({**REQUIRED, "autoscaling": {"max": 3}}, "additional properties 'autoscaling'"),
+        (
+            {**REQUIRED, "autoscale": {"minExecutors": 0}},
+            "at '/autoscale/minExecutors': minimum: got 0, want 1",
+        ),
         ({**REQUIRED, "spark": {"master": "spark://m:7077"}}, "spark.master=spark://m:7077"),
         (
             {**REQUIRED, "autoscale": {"minExecutors": 4, "maxExecutors": 2}},
@@ -499,7 +504,7 @@ def test_monitoring_objects_are_optional(render: Render) -> None:
         ),
         (
             {**REQUIRED, "monitoring": {"enabled": True, "kind": "Probe"}},
-            "monitoring.kind=Probe",
+            "at '/monitoring/kind': value must be one of 'ServiceMonitor', 'PodMonitor'",
         ),
     ],
 )
