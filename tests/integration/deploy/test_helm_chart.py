@@ -518,24 +518,32 @@ def test_values_that_cannot_work_are_refused_with_a_clear_message(
 # --------------------------------------------------------------------------- alerts
 
 
-def exported_series_names() -> set[str]:
-    """The sample names the driver's ``/metrics`` exports (the lag collector's families:
-    a counter's samples end in ``_total``, a histogram's in ``_bucket``, ``_sum``, ``_count``)."""
+def exported_series() -> dict[str, set[str]]:
+    """The sample names the driver's ``/metrics`` exports, with their labels (the lag
+    collector's families: a counter's samples end in ``_total``, a histogram's in
+    ``_bucket``, ``_sum``, ``_count``)."""
     from streamscale.lag.metrics import LagCollector
     from streamscale.lag.model import LagTracker
 
-    names = set()
+    out: dict[str, set[str]] = {}
     for family in LagCollector(LagTracker()).describe():
+        labels = set(getattr(family, "_labelnames", ()))  # as the family was declared
         if family.type == "counter":
-            names.add(f"{family.name}_total")
+            out[f"{family.name}_total"] = labels
         elif family.type == "histogram":
-            names |= {f"{family.name}{s}" for s in ("_bucket", "_sum", "_count")}
+            out |= {f"{family.name}{s}": labels | {"le"} for s in ("_bucket", "_sum", "_count")}
         else:
-            names.add(family.name)
-    return names
+            out[family.name] = labels
+    return out
+
+
+def exported_series_names() -> set[str]:
+    return set(exported_series())
 
 
 SCRAPE_SERIES = {"up"}  # Prometheus' own, per scrape target
+TARGET_LABELS = {"namespace", "pod", "service", "job", "instance", "container", "endpoint"}
+"""Labels a ServiceMonitor's or PodMonitor's scrape adds to every series."""
 
 
 def selected_metrics(expr: str) -> set[str]:
@@ -565,6 +573,28 @@ def test_the_alerts_read_metrics_the_driver_exports(render: Render, values: dict
     assert read - SCRAPE_SERIES <= exported, read - SCRAPE_SERIES - exported
     # the issue's two signals are both alerted on
     assert {"streamscale_records_lag", "streamscale_time_lag_seconds"} <= read
+
+
+@pytest.mark.parametrize("values", [FULL, ATTACH], ids=["run", "attach"])
+def test_the_alerts_match_and_group_by_labels_the_series_have(
+    render: Render, values: dict[str, Any]
+) -> None:
+    """A matcher or a ``by``/``on`` label the series lack would make an alert silently never
+    fire (or lose its query label): each is a label of the metric or one the scrape adds."""
+    labels_of = {**exported_series(), **{name: set() for name in SCRAPE_SERIES}}
+    assert labels_of["streamscale_records_lag"] == {"query", "topic", "partition"}
+    for rule in rules_of(render(values)):
+        expr = rule["expr"]
+        available = set(TARGET_LABELS)
+        for name, matchers in re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}", expr):
+            own = labels_of[name] | TARGET_LABELS
+            used = set(re.findall(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)", matchers))
+            assert used <= own, f"{rule['alert']}: {name} has no label {used - own}"
+            available |= labels_of[name]
+        for group in re.findall(r"\b(?:by|on)\s*\(([^)]*)\)", expr):
+            grouped = {g.strip() for g in group.split(",") if g.strip()}
+            assert grouped <= available, f"{rule['alert']}: no label {grouped - available}"
+        assert "query" in expr or rule["alert"] == "StreamscaleMetricsDown"
 
 
 @pytest.fixture(scope="module")
