@@ -450,6 +450,9 @@ def test_the_full_values_reach_spark(render: Render) -> None:
     assert conf["spark.sql.shuffle.partitions"] == "8"
     assert conf["spark.kubernetes.namespace"] == NAMESPACE
     assert conf["spark.dynamicAllocation.enabled"] == "false"
+    # Spark's own prefix is unique per application: a restarted driver's executor pods (ids
+    # from 1 again) never collide with the pods of the one before, still terminating
+    assert "spark.kubernetes.executor.podNamePrefix" not in conf
 
 
 @pytest.mark.parametrize("values", [FULL, ATTACH], ids=["servicemonitor", "podmonitor"])
