@@ -768,3 +768,101 @@ def test_promtool_unit_tests_the_alerts(promtool: str, render: Render, tmp_path:
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout + done.stderr
+
+
+# --------------------------------------------------------------------------- the conf transport
+
+CONF_PROBE = """
+import json, sys
+from pathlib import Path
+from streamscale.settings import Settings
+from streamscale.spark import session, stop
+
+settings = Settings(spark_master="local[1]")
+spark = session(settings, app_name="chart-conf", log_file=Path(sys.argv[1]))
+try:
+    print(json.dumps(dict(spark.sparkContext.getConf().getAll())))
+finally:
+    stop(spark)
+"""
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def kubernetes_env(container: dict[str, Any], pod_name: str) -> dict[str, str]:
+    """The container's literal environment as the kubelet gives it: field references
+    resolved for a pod named ``pod_name`` on loopback, ``$(VAR)`` expanded from the variables
+    defined before."""
+    fields = {"metadata.name": pod_name, "status.podIP": "127.0.0.1"}
+    env: dict[str, str] = {}
+    for item in container["env"]:
+        if "value" in item:
+            value = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), item["value"])
+        else:
+            value = fields[item["valueFrom"]["fieldRef"]["fieldPath"]]
+        env[item["name"]] = value
+    return env
+
+
+def test_pyspark_reads_the_charts_spark_conf_and_the_session_settings_win(
+    render: Render, tmp_path: Path
+) -> None:
+    """The chart hands Spark its settings through SPARK_CONF_DIR (spark-defaults.conf) and
+    PYSPARK_SUBMIT_ARGS; a real PySpark session built by streamscale.spark.session in a child
+    process (a JVM of its own, local mode, loopback only) reads them, and the session's own
+    settings win over the file. Ports are free ones, the master a closed loopback port: if
+    the file won, nothing would leave the machine."""
+    import json
+    import os
+    import sys
+
+    driver_port, block_port = free_port(), free_port()
+    values = {
+        **REQUIRED,
+        "spark": {
+            "master": "k8s://https://127.0.0.1:1",
+            "driverPort": driver_port,
+            "blockManagerPort": block_port,
+            "executor": {"memory": "1g"},
+            "conf": {"spark.driver.bindAddress": "127.0.0.1"},
+        },
+    }
+    objects = render(values)
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    data = one(objects, "ConfigMap")["data"]
+    (conf_dir / "spark-defaults.conf").write_text(data["spark-defaults.conf"])
+    pod_env = kubernetes_env(driver_container(objects), "orders-streamscale-7d9c-x2x7q")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCALE_", "SPARK_"))}
+    env.update(
+        SPARK_CONF_DIR=str(conf_dir),
+        PYSPARK_SUBMIT_ARGS=pod_env["PYSPARK_SUBMIT_ARGS"],
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")])),
+    )
+    for key in ("STREAMSCALE_JARS_DIR",):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    done = subprocess.run(
+        [sys.executable, "-c", CONF_PROBE, str(tmp_path / "driver.log")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    conf = json.loads(done.stdout.strip().splitlines()[-1])
+    # from spark-defaults.conf
+    assert conf["spark.kubernetes.namespace"] == NAMESPACE
+    assert conf["spark.kubernetes.container.image"] == f"{IMAGE}:0.1.0"
+    assert conf["spark.kubernetes.executor.label.app.kubernetes.io/component"] == "executor"
+    assert conf["spark.driver.port"] == str(driver_port)
+    assert conf["spark.driver.blockManager.port"] == str(block_port)
+    # from PYSPARK_SUBMIT_ARGS, $(POD_NAME) expanded as Kubernetes does
+    assert conf["spark.kubernetes.driver.pod.name"] == "orders-streamscale-7d9c-x2x7q"
+    # the session's own settings win over the file
+    assert conf["spark.master"] == "local[1]"
+    assert conf["spark.driver.host"] == "127.0.0.1"
+    assert conf["spark.driver.bindAddress"] == "127.0.0.1"
