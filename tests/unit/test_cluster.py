@@ -55,6 +55,17 @@ def test_worker_needs_a_core() -> None:
         cluster.worker_argv(SPARK_CLASS, "spark://127.0.0.1:7077", 0, "1g", 8081)
 
 
+def test_daemons_bind_to_the_host_given() -> None:
+    argv = cluster.master_argv(SPARK_CLASS, 7077, 8080, "198.18.0.2")
+    assert argv[argv.index("--host") + 1] == "198.18.0.2"
+    argv = cluster.worker_argv(SPARK_CLASS, "spark://198.18.0.2:7077", 1, "1g", 8081, "198.18.0.3")
+    assert argv[argv.index("--host") + 1] == "198.18.0.3"
+    env = cluster.daemon_env(Path("/tmp/x"), Path("/opt/spark"), "198.18.0.3", ["-Dspark.a=1"])
+    assert env["SPARK_LOCAL_IP"] == env["SPARK_LOCAL_HOSTNAME"] == "198.18.0.3"
+    assert env["SPARK_MASTER_OPTS"].endswith(" -Dspark.a=1")
+    assert cluster.master_url(7077, "198.18.0.2") == "spark://198.18.0.2:7077"
+
+
 def test_daemon_env_keeps_everything_in_data_dir(tmp_path: Path) -> None:
     env = cluster.daemon_env(tmp_path, Path("/opt/spark"))
     assert env["SPARK_LOCAL_IP"] == "127.0.0.1"
@@ -73,7 +84,9 @@ def test_app_conf_caps_cores_and_turns_dynamic_allocation_off() -> None:
     assert conf["spark.executor.memory"] == "512m"
     assert conf["spark.pyspark.python"] == "/py"
     assert conf["spark.executorEnv.PYSPARK_PYTHON"] == "/py"
-    assert conf["spark.driver.host"] == "127.0.0.1"
+    # No address: the session decides the driver's (streamscale.network), executors listen
+    # where their Worker does.
+    assert not {k for k in conf if "driver.host" in k or "bindAddress" in k or "LOCAL_IP" in k}
     assert conf["spark.standalone.executorRemoveDelayOnDisconnection"] == "1s"
 
 
