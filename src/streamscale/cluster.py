@@ -109,14 +109,15 @@ serial collector. On 2 cores, a Master and a Worker then start on about half the
 
 
 def daemon_env(
-    data_dir: Path, spark_home: Path, host: str = HOST, master_opts: Sequence[str] = ()
+    data_dir: Path, spark_home: Path, host: str = HOST, daemon_opts: Sequence[str] = ()
 ) -> dict[str, str]:
     """Environment of the Master and Workers: ``host`` only, logs and work dirs in ``data_dir``.
 
     Executors inherit the Worker's environment, so they bind to ``host`` too (not its JVM
     options: the daemons start with :data:`QUICK_JVM` and the Spark class archive, executors
-    with the application's). ``master_opts``: more ``-Dspark...`` options of the Master (the
-    multi-host tests shorten ``spark.worker.timeout``).
+    with the application's). ``daemon_opts``: more ``-Dspark...`` options of the daemons (the
+    multi-host tests shorten ``spark.worker.timeout``, which the Master waits for a Worker's
+    heartbeat and a Worker divides by 4 to send them).
     The Master's REST submission server (on by default in Spark 4, fixed port 6066) is turned
     off: it is not used and would make two local clusters contend for that port.
     """
@@ -128,9 +129,9 @@ def daemon_env(
         "SPARK_WORKER_DIR": str(data_dir.resolve() / "work"),
         "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
         "SPARK_DAEMON_JAVA_OPTS": " ".join(
-            [QUICK_JVM, *class_archives.use_options(class_archives.SPARK)]
+            [QUICK_JVM, *class_archives.use_options(class_archives.SPARK), *daemon_opts]
         ),
-        "SPARK_MASTER_OPTS": " ".join(["-Dspark.master.rest.enabled=false", *master_opts]),
+        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
         "PYSPARK_PYTHON": sys.executable,
     }
 
@@ -389,7 +390,7 @@ def start_master(
     port: int | None = None,
     webui_port: int | None = None,
     prefix: Sequence[str] = (),
-    master_opts: Sequence[str] = (),
+    daemon_opts: Sequence[str] = (),
     ready_timeout_s: float = 60.0,
 ) -> processes.ManagedProcess:
     """Start the Master on ``host`` (free ports unless given), through the command ``prefix``
@@ -407,7 +408,7 @@ def start_master(
             MASTER,
             [*prefix, *master_argv(spark_class(home), port, webui_port, host)],
             data_dir,
-            env=daemon_env(data_dir, home, host, master_opts),
+            env=daemon_env(data_dir, home, host, daemon_opts),
             info={
                 "port": port,
                 "webui_port": webui_port,
@@ -431,6 +432,7 @@ def start_worker(
     host: str = HOST,
     webui_port: int | None = None,
     prefix: Sequence[str] = (),
+    daemon_opts: Sequence[str] = (),
     ready_timeout_s: float = 60.0,
 ) -> processes.ManagedProcess:
     """Start Worker ``index`` of ``master`` (as :func:`start_master` returned it) on ``host``,
@@ -447,7 +449,7 @@ def start_worker(
             f"{WORKER_PREFIX}{index}",
             [*prefix, *argv],
             data_dir,
-            env=daemon_env(data_dir, home, host),
+            env=daemon_env(data_dir, home, host, daemon_opts),
             info={"webui_port": webui_port, "cores": cores, "memory": memory, "host": host},
             ready=functools.partial(_worker_ready, master_webui, webui_port, master_host, host),
             ready_timeout_s=ready_timeout_s,

@@ -62,7 +62,7 @@ def test_daemons_bind_to_the_host_given() -> None:
     assert argv[argv.index("--host") + 1] == "198.18.0.3"
     env = cluster.daemon_env(Path("/tmp/x"), Path("/opt/spark"), "198.18.0.3", ["-Dspark.a=1"])
     assert env["SPARK_LOCAL_IP"] == env["SPARK_LOCAL_HOSTNAME"] == "198.18.0.3"
-    assert env["SPARK_MASTER_OPTS"].endswith(" -Dspark.a=1")
+    assert env["SPARK_DAEMON_JAVA_OPTS"].endswith(" -Dspark.a=1")
     assert cluster.master_url(7077, "198.18.0.2") == "spark://198.18.0.2:7077"
 
 
