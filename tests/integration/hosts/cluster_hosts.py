@@ -107,6 +107,7 @@ def hosts_cluster(workdir: Path) -> Iterator[Hosts]:
             net.destroy()
 
     atexit.register(teardown)
+    workdir.mkdir(parents=True, exist_ok=True)
     try:
         net.create(ADDRESSES)
         kafka = broker.start(
