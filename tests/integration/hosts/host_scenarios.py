@@ -30,6 +30,7 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ from scenarios import (
 from spark_scenarios import Topics, ask, phase_result
 
 from streamscale import processes
+from streamscale.kafka.admin import KafkaAdmin
 
 MIN_EXECUTORS, MAX_EXECUTORS = 1, 2
 LAG_THRESHOLD = 1_000
@@ -264,6 +266,8 @@ def broker_partition(
     try:
         time.sleep(down_s)
         in_flight |= uncommitted(driver.checkpoint)
+        # As the majority side sees it (brokers 2 and 3): broker 1 fenced, leaders moved.
+        during = leaders(driver, KAFKA_HOSTS[1:])
     finally:
         net.heal()
     _settle(driver, load, timeout_s)
@@ -275,8 +279,28 @@ def broker_partition(
     result = _result(
         driver, f"broker leader cut off from the others {down_s:.0f} s", load, in_flight, t0
     )
-    result.notes.append(f"load: {len(load.acked)} acked, {load.failed} failed")
+    result.notes.append(
+        f"load: {len(load.acked)} acked, {load.failed} failed; partition leaders of the "
+        f"purchases seen by brokers 2 and 3 at the end of the partition: {during}, after "
+        f"the heal: {leaders(driver, KAFKA_HOSTS)}"
+    )
     return result
+
+
+def leaders(driver: Driver, hosts: Sequence[str]) -> dict[int, int]:
+    """Partition -> leader of the purchases topic, asking the brokers on ``hosts`` only."""
+    ports = dict((a.split(":")[0], a.split(":")[1]) for a in driver.hosts.bootstrap.split(","))
+    bootstrap = ",".join(
+        f"{driver.hosts.net.address(h)}:{ports[driver.hosts.net.address(h)]}" for h in hosts
+    )
+    admin = KafkaAdmin({"bootstrap.servers": bootstrap}, timeout_s=10)
+    try:
+        found = admin.metadata().topics[driver.names["purchases"]].partitions
+        return {p: found[p].leader for p in sorted(found)}
+    except Exception:
+        return {}
+    finally:
+        admin.close()
 
 
 def worker_lost(driver: Driver, *, count: int, rate: float, timeout_s: float) -> FaultResult:

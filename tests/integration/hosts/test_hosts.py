@@ -27,7 +27,7 @@ from host_scenarios import (
 from netns import PREFIX, Network, ip, namespaces, unavailable
 from scenarios import FaultResult
 
-pytestmark = [pytest.mark.integration, pytest.mark.faults]
+pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.hosts]
 
 TIMEOUT_S = 120
 
