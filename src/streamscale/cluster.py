@@ -339,11 +339,19 @@ class Cluster:
         return None if raw is None else ClusterStatus.from_json(raw)
 
     def app_conf(self, max_executors: int | None = None, **kwargs: Any) -> dict[str, str]:
-        """:func:`app_conf` for this cluster; by default as many executors as cores."""
+        """:func:`app_conf` for this cluster (by default as many executors as cores), with
+        the driver's addresses by :func:`streamscale.network.driver_addresses`: 127.0.0.1 for
+        a cluster on loopback, so that a session built from this alone (a user's own
+        ``SparkSession.builder``) listens on loopback only."""
+        from streamscale.network import driver_addresses
+
         if max_executors is None:
             status = self.status()
             max_executors = max(1, status.cores if status else 1)
-        return app_conf(self.master_url, max_executors, **kwargs)
+        return {
+            **app_conf(self.master_url, max_executors, **kwargs),
+            **driver_addresses(self.master_url),
+        }
 
 
 def _worker_names(data_dir: Path) -> list[str]:

@@ -195,3 +195,12 @@ def test_cli_status_and_stop_without_cluster(tmp_path: Path) -> None:
     stop = runner.invoke(app, ["cluster", "stop", "--data-dir", str(tmp_path)])
     assert stop.exit_code == 0
     assert "no cluster running" in stop.output
+
+
+def test_a_local_clusters_app_conf_keeps_the_driver_on_loopback() -> None:
+    """The local convenience keeps the driver on loopback for a loopback cluster: a user's own
+    ``SparkSession.builder`` given this conf listens on loopback only."""
+    running = cluster.Cluster(7077, 8080, Path("/tmp/x"), 1, ())
+    conf = running.app_conf(2)
+    assert conf["spark.master"] == "spark://127.0.0.1:7077"
+    assert conf["spark.driver.host"] == conf["spark.driver.bindAddress"] == "127.0.0.1"
