@@ -204,3 +204,16 @@ def test_a_local_clusters_app_conf_keeps_the_driver_on_loopback() -> None:
     conf = running.app_conf(2)
     assert conf["spark.master"] == "spark://127.0.0.1:7077"
     assert conf["spark.driver.host"] == conf["spark.driver.bindAddress"] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("group", ["cluster", "broker"])
+def test_cli_start_on_a_bad_host_is_one_clear_line(tmp_path: Path, group: str) -> None:
+    """``--host`` is checked before anything starts (nothing is written to the data dir)."""
+    data_dir = tmp_path / "data"
+    result = CliRunner().invoke(
+        app, [group, "start", "--host", "10.0.0.5:7077", "--data-dir", str(data_dir)]
+    )
+    assert result.exit_code == 1
+    assert "--host='10.0.0.5:7077' is not an IP address" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not data_dir.exists()
