@@ -10,6 +10,8 @@ if ! command -v java >/dev/null 2>&1; then
     need_apt+=(openjdk-17-jre-headless)
 fi
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
+# `ip` (netns, veth, bridge): the multi-host tests give each process a network namespace.
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 if ((${#need_apt[@]})); then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "setup: installing Debian packages: ${need_apt[*]}"

@@ -106,6 +106,12 @@ def run(
     master: str | None = typer.Option(
         None, "--master", help="Spark master (STREAMSCALE_SPARK_MASTER)"
     ),
+    driver_host: str | None = typer.Option(
+        None,
+        "--driver-host",
+        help="Address executors reach the driver at (STREAMSCALE_DRIVER_HOST; default: "
+        "127.0.0.1 for a local master, else this host's address on the route to the master)",
+    ),
     trigger_interval: float | None = typer.Option(
         None, "--trigger-interval", help="Seconds between micro-batches (0: back to back)"
     ),
@@ -157,6 +163,7 @@ def run(
             config,
             bootstrap_servers=bootstrap,
             spark_master=master,
+            driver_host=driver_host,
             trigger_interval_s=trigger_interval,
             max_offsets_per_trigger=max_offsets_per_trigger,
             state_store=state_store.value if state_store else None,
