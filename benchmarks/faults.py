@@ -13,6 +13,13 @@ and notes. Everything it starts is stopped by PID.
     .venv/bin/python benchmarks/faults.py                 # long runs, 12-20 minutes
     .venv/bin/python benchmarks/faults.py --quick         # the test-sized runs
     .venv/bin/python benchmarks/faults.py --only executor,driver   # some families
+    .venv/bin/python benchmarks/faults.py --hosts         # on hosts of their own (root), ~8 min
+    .venv/bin/python benchmarks/faults.py --hosts --quick # the multi-host tests' sizes
+
+``--hosts`` runs the scenarios of ``tests/integration/hosts/host_scenarios.py`` instead: three
+brokers, a Spark Master, two Workers and the driver each in a network namespace of its own
+(root and ``ip`` needed), the enrichment pipeline with the autoscaler under a burst, a worker's
+host cut off mid-batch, the brokers' leader cut off from the others, a worker's host lost.
 
 Exit status 1 if anything was lost or duplicates exceed their bound.
 """
@@ -20,12 +27,15 @@ Exit status 1 if anything was lost or duplicates exceed their bound.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration" / "faults"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration" / "hosts"))
 
 from scenarios import (
     TABLE_HEADER,
@@ -63,9 +73,61 @@ LONG = {
 }
 
 
+HOSTS_QUICK = {
+    "driver": {"task_delay_ms": 200, "max_offsets": 500, "window_s": 6},
+    "autoscale": {"count": 5_000, "rate": 2_500},
+    "worker_partition": {"count": 3_000, "rate": 250, "down_s": 15},
+    "broker_partition": {"count": 3_000, "rate": 250, "down_s": 12},
+    "worker_lost": {"count": 8_000, "rate": 1_000},
+}
+HOSTS_LONG = {
+    "driver": {"task_delay_ms": 200, "max_offsets": 1_000, "window_s": 10},
+    "autoscale": {"count": 30_000, "rate": 5_000},
+    "worker_partition": {"count": 15_000, "rate": 500, "down_s": 30},
+    "broker_partition": {"count": 15_000, "rate": 500, "down_s": 30},
+    "worker_lost": {"count": 30_000, "rate": 3_000},
+}
+
+
+def run_hosts(work: Path, quick: bool, done: Callable[[FaultResult], None]) -> None:
+    """The multi-host scenarios, on one harness and one driver, in the tests' order."""
+    from cluster_hosts import hosts_cluster
+    from host_scenarios import (
+        autoscale,
+        broker_partition,
+        start_driver,
+        stop_driver,
+        worker_lost,
+        worker_partition,
+    )
+    from netns import Network, unavailable
+
+    reason = unavailable()
+    if reason is not None:
+        raise SystemExit(f"--hosts: {reason}")
+    sizes = HOSTS_QUICK if quick else HOSTS_LONG
+    timeout_s = 900
+    with hosts_cluster(work / "hosts") as hosts:
+        print(f"hosts: brokers {hosts.bootstrap}, master {hosts.master_url}", flush=True)
+        driver = start_driver(hosts, **sizes["driver"], timeout_s=timeout_s)
+        try:
+            done(autoscale(driver, **sizes["autoscale"], timeout_s=timeout_s))
+            for scenario in (worker_partition, broker_partition):
+                done(scenario(driver, **sizes[scenario.__name__], timeout_s=timeout_s))
+            done(worker_lost(driver, **sizes["worker_lost"], timeout_s=timeout_s))
+        finally:
+            stop_driver(driver)
+    print(f"namespaces and links left: {Network().leftovers() or 'none'}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the test-sized runs")
+    parser.add_argument(
+        "--hosts",
+        action="store_true",
+        help="the multi-host scenarios (network namespaces; root) instead of the families",
+    )
     parser.add_argument(
         "--only", default=",".join(FAMILIES), help=f"scenario families: {', '.join(FAMILIES)}"
     )
@@ -83,8 +145,16 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="streamscale-faults-") as tmp:
         work = Path(tmp)
-        with embedded.embedded_broker(work / "cluster", nodes=3) as cluster:
-            print(f"cluster {cluster.bootstrap}", flush=True)
+        if args.hosts:
+            run_hosts(work, args.quick, done)
+            only = set()
+        with (
+            embedded.embedded_broker(work / "cluster", nodes=3)
+            if only
+            else contextlib.nullcontext()
+        ) as cluster:
+            if cluster is not None:
+                print(f"cluster {cluster.bootstrap}", flush=True)
             if "broker" in only:
                 leader_opts = {} if args.quick else LONG["leader"]
                 done(leader_killed(cluster, work, **leader_opts, timeout_s=900))

@@ -11,6 +11,8 @@ if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
     need_apt+=(openjdk-17-jdk-headless) # javac: the project's JVM operators (jvm/operators)
 fi
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
+# `ip` (netns, veth, bridge): the multi-host tests give each process a network namespace.
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 if ((${#need_apt[@]})); then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "setup: installing Debian packages: ${need_apt[*]}"
@@ -78,6 +80,24 @@ build_operators() {
     echo "$stamp" >"$dir/.stamp"
 }
 build_operators
+# Helm, to render the chart in deploy/helm in the tests: built once from the Go module proxy
+# into build/bin (git-ignored), with the version and default Kubernetes version (1.37, its
+# client-go's) that the official build stamps in; a stamp makes a second run a no-op.
+HELM_VERSION=v3.22.0
+if [ ! -x build/bin/helm ] || [ "$(cat build/bin/.helm-version 2>/dev/null)" != "$HELM_VERSION" ]; then
+    if ! command -v go >/dev/null 2>&1; then
+        echo "setup: Go 1.21 or newer is needed to build helm (it fetches the toolchain helm needs)" >&2
+        exit 1
+    fi
+    echo "setup: building helm $HELM_VERSION from the Go module proxy into build/bin"
+    mkdir -p build/bin
+    GOBIN="$PWD/build/bin" GOFLAGS=-buildvcs=false go install -ldflags "\
+-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION \
+-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37 \
+-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37" \
+        "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+    echo "$HELM_VERSION" >build/bin/.helm-version
+fi
 # Class-data sharing archives of a Kafka node's and a Spark driver's classes (jvm/lib/cds):
 # their JVMs then start on about a third less CPU. Recorded once per set of jars.
 .venv/bin/python -m streamscale.class_archives

@@ -1,9 +1,15 @@
-"""A local Spark standalone cluster: one Master and N Workers on 127.0.0.1, started by PID.
+"""A Spark standalone cluster: one Master and N Workers, on 127.0.0.1 by default, started by PID.
 
 The pip-installed pyspark ships ``bin/spark-class`` but not the ``sbin`` start scripts, so the
 Master and Workers are started here with ``spark-class`` through :mod:`streamscale.processes`
 (PIDs and logs in the data directory). Readiness and status come from the Master's JSON
-endpoint (``http://127.0.0.1:<webui>/json/``), the same view as its web UI.
+endpoint (``http://<host>:<webui>/json/``), the same view as its web UI.
+
+Every daemon binds to and advertises one address, ``host`` (127.0.0.1 unless ``--host`` says
+otherwise); executors inherit their Worker's environment, so they listen on their Worker's
+address. :func:`start_master` and :func:`start_worker` start one daemon each, optionally
+through a command prefix (``ip netns exec NS``: the multi-host tests run each in a network
+namespace of its own).
 
 Executors on standalone: with dynamic allocation off, the Master grants an application
 ``spark.cores.max / spark.executor.cores`` executors at once (``spark.executor.instances`` is
@@ -56,17 +62,17 @@ def validate_memory(memory: str) -> str:
     return memory.lower()
 
 
-def master_url(port: int) -> str:
-    return f"spark://{HOST}:{port}"
+def master_url(port: int, host: str = HOST) -> str:
+    return f"spark://{host}:{port}"
 
 
-def master_argv(spark_class: Path, port: int, webui_port: int) -> list[str]:
-    """Command line of the standalone Master bound to 127.0.0.1."""
+def master_argv(spark_class: Path, port: int, webui_port: int, host: str = HOST) -> list[str]:
+    """Command line of the standalone Master bound to ``host``."""
     return [
         str(spark_class),
         MASTER_CLASS,
         "--host",
-        HOST,
+        host,
         "--port",
         str(port),
         "--webui-port",
@@ -75,7 +81,7 @@ def master_argv(spark_class: Path, port: int, webui_port: int) -> list[str]:
 
 
 def worker_argv(
-    spark_class: Path, master: str, cores: int, memory: str, webui_port: int
+    spark_class: Path, master: str, cores: int, memory: str, webui_port: int, host: str = HOST
 ) -> list[str]:
     """Command line of a standalone Worker offering ``cores`` and ``memory`` to ``master``."""
     if cores < 1:
@@ -85,7 +91,7 @@ def worker_argv(
         WORKER_CLASS,
         master,
         "--host",
-        HOST,
+        host,
         "--cores",
         str(cores),
         "--memory",
@@ -102,24 +108,28 @@ serial collector. On 2 cores, a Master and a Worker then start on about half the
 (6-8 s instead of 14 s measured, about 2 s sooner)."""
 
 
-def daemon_env(data_dir: Path, spark_home: Path) -> dict[str, str]:
-    """Environment of the Master and Workers: loopback only, logs and work dirs in ``data_dir``.
+def daemon_env(
+    data_dir: Path, spark_home: Path, host: str = HOST, daemon_opts: Sequence[str] = ()
+) -> dict[str, str]:
+    """Environment of the Master and Workers: ``host`` only, logs and work dirs in ``data_dir``.
 
-    Executors inherit the Worker's environment, so they bind to 127.0.0.1 too (not its JVM
+    Executors inherit the Worker's environment, so they bind to ``host`` too (not its JVM
     options: the daemons start with :data:`QUICK_JVM` and the Spark class archive, executors
-    with the application's).
+    with the application's). ``daemon_opts``: more ``-Dspark...`` options of the daemons (the
+    multi-host tests shorten ``spark.worker.timeout``, which the Master waits for a Worker's
+    heartbeat and a Worker divides by 4 to send them).
     The Master's REST submission server (on by default in Spark 4, fixed port 6066) is turned
     off: it is not used and would make two local clusters contend for that port.
     """
     return {
         "SPARK_HOME": str(spark_home),
-        "SPARK_LOCAL_IP": HOST,
-        "SPARK_LOCAL_HOSTNAME": HOST,
+        "SPARK_LOCAL_IP": host,
+        "SPARK_LOCAL_HOSTNAME": host,
         "SPARK_LOG_DIR": str(data_dir.resolve() / "logs"),
         "SPARK_WORKER_DIR": str(data_dir.resolve() / "work"),
         "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
         "SPARK_DAEMON_JAVA_OPTS": " ".join(
-            [QUICK_JVM, *class_archives.use_options(class_archives.SPARK)]
+            [QUICK_JVM, *class_archives.use_options(class_archives.SPARK), *daemon_opts]
         ),
         "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
         "PYSPARK_PYTHON": sys.executable,
@@ -144,6 +154,9 @@ def app_conf(
     A killed executor exits at once, but the driver forgets it only after
     ``spark.standalone.executorRemoveDelayOnDisconnection`` (5 s by default, a wait for the
     Master's loss reason, which arrives in milliseconds on loopback): ``remove_delay``.
+
+    No address here: :func:`streamscale.spark.session` decides the driver's (settings, or the
+    route to the master), and executors listen where their Worker does.
     """
     if max_executors < 1:
         raise ClusterError(f"max_executors must be at least 1, not {max_executors}")
@@ -156,11 +169,8 @@ def app_conf(
         "spark.cores.max": str(max_executors * executor_cores),
         "spark.executor.memory": validate_memory(executor_memory),
         "spark.dynamicAllocation.enabled": "false",
-        "spark.driver.host": HOST,
-        "spark.driver.bindAddress": HOST,
         "spark.pyspark.python": python,
         "spark.executorEnv.PYSPARK_PYTHON": python,
-        "spark.executorEnv.SPARK_LOCAL_IP": HOST,
         "spark.standalone.executorRemoveDelayOnDisconnection": remove_delay,
     }
 
@@ -275,9 +285,9 @@ def spark_class(home: Path | None = None) -> Path:
     return path
 
 
-def fetch_state(webui_port: int, timeout_s: float = 2.0) -> dict[str, Any] | None:
+def fetch_state(webui_port: int, timeout_s: float = 2.0, host: str = HOST) -> dict[str, Any] | None:
     """The Master's ``/json/`` document, or None when it does not answer."""
-    url = f"http://{HOST}:{webui_port}/json/"
+    url = f"http://{host}:{webui_port}/json/"
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as resp:
             data = json.loads(resp.read().decode())
@@ -286,16 +296,18 @@ def fetch_state(webui_port: int, timeout_s: float = 2.0) -> dict[str, Any] | Non
     return data if isinstance(data, dict) else None
 
 
-def _master_ready(webui_port: int) -> bool:
-    state = fetch_state(webui_port, timeout_s=1.0)
+def _master_ready(webui_port: int, host: str = HOST) -> bool:
+    state = fetch_state(webui_port, timeout_s=1.0, host=host)
     return state is not None and state.get("status") == "ALIVE"
 
 
-def _worker_ready(webui_port: int, worker_webui_port: int) -> bool:
-    state = fetch_state(webui_port, timeout_s=1.0)
+def _worker_ready(
+    webui_port: int, worker_webui_port: int, host: str = HOST, worker_host: str = HOST
+) -> bool:
+    state = fetch_state(webui_port, timeout_s=1.0, host=host)
     if state is None:
         return False
-    suffix = f":{worker_webui_port}"
+    suffix = f"{worker_host}:{worker_webui_port}"
     return any(
         str(w.get("webuiaddress", "")).endswith(suffix) and w.get("state") == "ALIVE"
         for w in state.get("workers", [])
@@ -311,26 +323,35 @@ class Cluster:
     data_dir: Path
     master_pid: int
     worker_pids: tuple[int, ...]
+    host: str = HOST
 
     @property
     def master_url(self) -> str:
-        return master_url(self.port)
+        return master_url(self.port, self.host)
 
     @property
     def webui_url(self) -> str:
-        return f"http://{HOST}:{self.webui_port}"
+        return f"http://{self.host}:{self.webui_port}"
 
     def status(self, timeout_s: float = 2.0) -> ClusterStatus | None:
         """The Master's current view, or None when it does not answer."""
-        raw = fetch_state(self.webui_port, timeout_s)
+        raw = fetch_state(self.webui_port, timeout_s, self.host)
         return None if raw is None else ClusterStatus.from_json(raw)
 
     def app_conf(self, max_executors: int | None = None, **kwargs: Any) -> dict[str, str]:
-        """:func:`app_conf` for this cluster; by default as many executors as cores."""
+        """:func:`app_conf` for this cluster (by default as many executors as cores), with
+        the driver's addresses by :func:`streamscale.network.driver_addresses`: 127.0.0.1 for
+        a cluster on loopback, so that a session built from this alone (a user's own
+        ``SparkSession.builder``) listens on loopback only."""
+        from streamscale.network import driver_addresses
+
         if max_executors is None:
             status = self.status()
             max_executors = max(1, status.cores if status else 1)
-        return app_conf(self.master_url, max_executors, **kwargs)
+        return {
+            **app_conf(self.master_url, max_executors, **kwargs),
+            **driver_addresses(self.master_url),
+        }
 
 
 def _worker_names(data_dir: Path) -> list[str]:
@@ -350,6 +371,7 @@ def running(data_dir: Path = DEFAULT_DATA_DIR) -> Cluster | None:
         data_dir=data_dir,
         master_pid=master.pid,
         worker_pids=tuple(w.pid for w in workers if w is not None and w.alive()),
+        host=str(master.info.get("host", HOST)),
     )
 
 
@@ -359,14 +381,89 @@ def status(data_dir: Path = DEFAULT_DATA_DIR) -> ClusterStatus | None:
     return None if cluster is None else cluster.status()
 
 
-def _check_ports(ports: Sequence[int]) -> None:
+def _check_ports(ports: Sequence[int], host: str = HOST) -> None:
     for port in ports:
         if not 0 < port < 65536:
             raise ClusterError(f"port {port} is not a TCP port")
-        if processes.port_in_use(port, HOST):
-            raise ClusterError(f"port {port} on {HOST} is taken: choose another with --port")
+        if processes.port_in_use(port, host):
+            raise ClusterError(f"port {port} on {host} is taken: choose another with --port")
     if len(set(ports)) != len(ports):
         raise ClusterError(f"ports must differ: {', '.join(map(str, ports))}")
+
+
+def start_master(
+    data_dir: Path,
+    *,
+    host: str = HOST,
+    port: int | None = None,
+    webui_port: int | None = None,
+    prefix: Sequence[str] = (),
+    daemon_opts: Sequence[str] = (),
+    ready_timeout_s: float = 60.0,
+) -> processes.ManagedProcess:
+    """Start the Master on ``host`` (free ports unless given), through the command ``prefix``
+    (e.g. ``ip netns exec NS``, which ``exec``s: the PID recorded is the JVM's); return once
+    its ``/json/`` says ALIVE."""
+    if not prefix:
+        _check_ports([p for p in (port, webui_port) if p is not None], host)
+    port = port if port is not None else processes.free_port(host)
+    webui_port = webui_port if webui_port is not None else processes.free_port(host)
+    if port == webui_port:
+        webui_port = processes.free_port(host)
+    home = spark_home()
+    try:
+        return processes.start(
+            MASTER,
+            [*prefix, *master_argv(spark_class(home), port, webui_port, host)],
+            data_dir,
+            env=daemon_env(data_dir, home, host, daemon_opts),
+            info={
+                "port": port,
+                "webui_port": webui_port,
+                "master_url": master_url(port, host),
+                "host": host,
+            },
+            ready=functools.partial(_master_ready, webui_port, host),
+            ready_timeout_s=ready_timeout_s,
+        )
+    except processes.ProcessError as exc:
+        raise ClusterError(str(exc)) from exc
+
+
+def start_worker(
+    data_dir: Path,
+    index: int,
+    master: processes.ManagedProcess,
+    *,
+    cores: int = 2,
+    memory: str = "2g",
+    host: str = HOST,
+    webui_port: int | None = None,
+    prefix: Sequence[str] = (),
+    daemon_opts: Sequence[str] = (),
+    ready_timeout_s: float = 60.0,
+) -> processes.ManagedProcess:
+    """Start Worker ``index`` of ``master`` (as :func:`start_master` returned it) on ``host``,
+    through ``prefix``; return once the Master lists it ALIVE."""
+    webui_port = webui_port if webui_port is not None else processes.free_port(host)
+    master_host = str(master.info.get("host", HOST))
+    master_webui = int(master.info["webui_port"])
+    home = spark_home()
+    argv = worker_argv(
+        spark_class(home), str(master.info["master_url"]), cores, memory, webui_port, host
+    )
+    try:
+        return processes.start(
+            f"{WORKER_PREFIX}{index}",
+            [*prefix, *argv],
+            data_dir,
+            env=daemon_env(data_dir, home, host, daemon_opts),
+            info={"webui_port": webui_port, "cores": cores, "memory": memory, "host": host},
+            ready=functools.partial(_worker_ready, master_webui, webui_port, master_host, host),
+            ready_timeout_s=ready_timeout_s,
+        )
+    except processes.ProcessError as exc:
+        raise ClusterError(str(exc)) from exc
 
 
 def start(
@@ -378,8 +475,10 @@ def start(
     webui_port: int | None = None,
     data_dir: Path = DEFAULT_DATA_DIR,
     ready_timeout_s: float = 60.0,
+    host: str = HOST,
 ) -> Cluster:
-    """Start a Master and ``workers`` Workers (each ``cores`` cores, ``memory``) on 127.0.0.1.
+    """Start a Master and ``workers`` Workers (each ``cores`` cores, ``memory``) on ``host``
+    (127.0.0.1 by default; an address of this machine that the driver and executors reach).
 
     Free ports are chosen unless given; a taken port fails before anything starts. Returns
     once the Master's ``/json/`` lists every Worker ALIVE; on failure everything already
@@ -406,39 +505,28 @@ def start(
             f"{', '.join(leftovers)} from {data_dir} still run without their master: "
             "`streamscale cluster stop` first"
         )
-    _check_ports([p for p in (port, webui_port) if p is not None])
-    port = port if port is not None else processes.free_port(HOST)
-    webui_port = webui_port if webui_port is not None else processes.free_port(HOST)
-    if port == webui_port:
-        webui_port = processes.free_port(HOST)
-    home = spark_home()
-    launcher = spark_class(home)
-    env = daemon_env(data_dir, home)
-    url = master_url(port)
+    _check_ports([p for p in (port, webui_port) if p is not None], host)
     try:
-        processes.start(
-            MASTER,
-            master_argv(launcher, port, webui_port),
+        master = start_master(
             data_dir,
-            env=env,
-            info={"port": port, "webui_port": webui_port, "master_url": url},
-            ready=lambda: _master_ready(webui_port),
+            host=host,
+            port=port,
+            webui_port=webui_port,
             ready_timeout_s=ready_timeout_s,
         )
         for index in range(workers):
-            worker_webui = processes.free_port(HOST)
-            processes.start(
-                f"{WORKER_PREFIX}{index}",
-                worker_argv(launcher, url, cores, memory, worker_webui),
+            start_worker(
                 data_dir,
-                env=env,
-                info={"webui_port": worker_webui, "cores": cores, "memory": memory},
-                ready=functools.partial(_worker_ready, webui_port, worker_webui),
+                index,
+                master,
+                cores=cores,
+                memory=memory,
+                host=host,
                 ready_timeout_s=ready_timeout_s,
             )
-    except processes.ProcessError as exc:
+    except ClusterError:
         stop(data_dir)
-        raise ClusterError(str(exc)) from exc
+        raise
     cluster = running(data_dir)
     if cluster is None:  # pragma: no cover - the master was ready a moment ago
         raise ClusterError(f"the master exited right after start: see {data_dir}")

@@ -14,7 +14,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streamscale.errors import ConfigError
@@ -139,6 +146,17 @@ class Settings(BaseSettings):
         "than this as late and drop their state; the enrichment keeps referential versions "
         "pending until the newest purchase is this far past them (its fold point)",
     )
+    driver_host: str | None = Field(
+        None,
+        description="Address executors reach the driver at (spark.driver.host; default: "
+        "127.0.0.1 in local mode and for a master on loopback, else this host's address on "
+        "the route to the master)",
+    )
+    driver_bind_address: str | None = Field(
+        None,
+        description="Address the driver listens on (spark.driver.bindAddress; default: the "
+        "driver host; 0.0.0.0 behind NAT, where the driver host is not one of this host's)",
+    )
     driver_memory: str = Field("1g", description="spark.driver.memory")
     executor_memory: str = Field("1g", description="spark.executor.memory")
 
@@ -164,6 +182,14 @@ class Settings(BaseSettings):
                     "set STREAMSCALE_BOOTSTRAP_SERVERS=host:port[,host:port]"
                 )
         return ",".join(servers)
+
+    @field_validator("driver_host", "driver_bind_address", "metrics_host")
+    @classmethod
+    def _check_host(cls, value: str | None, info: ValidationInfo) -> str | None:
+        from streamscale.network import check_host
+
+        name = f"STREAMSCALE_{str(info.field_name).upper()}"
+        return None if value is None else check_host(value, name)
 
     @model_validator(mode="after")
     def _check_cross_fields(self) -> Settings:

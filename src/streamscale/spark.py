@@ -9,19 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streamscale import class_archives
+from streamscale.network import driver_addresses, on_this_machine
 from streamscale.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-
-LOOPBACK = "127.0.0.1"
-
-
-def _on_this_machine(master: str) -> bool:
-    return master.startswith("local") or any(
-        f"//{host}:" in master for host in (LOOPBACK, "localhost")
-    )
 
 
 QUIET_LOGGERS = (
@@ -130,11 +122,17 @@ def session(
     if conf.get("spark.driver.extraJavaOptions"):
         driver_opts = f"{conf['spark.driver.extraJavaOptions']} {driver_opts}"
     conf["spark.driver.extraJavaOptions"] = driver_opts
-    if _on_this_machine(settings.spark_master):
-        # A local or loopback cluster: the driver listens on loopback only, never on the
-        # machine's other addresses; its JVMs (driver, executors) can map the class archive
+    # Where executors call the driver back: STREAMSCALE_DRIVER_HOST, loopback when everything
+    # runs here, else this host's address on the route to the master (streamscale.network);
+    # keys given in ``extra_conf`` win.
+    master = conf.get("spark.master", settings.spark_master)
+    conf = {
+        **driver_addresses(master, settings.driver_host, settings.driver_bind_address),
+        **conf,
+    }
+    if on_this_machine(master):
+        # A local or loopback cluster: its JVMs (driver, executors) can map the class archive
         # `make setup` recorded here.
-        conf = {"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK, **conf}
         archive = class_archives.use_options(class_archives.SPARK)
         for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
             options = " ".join([*archive, conf.get(key, "")]).strip()

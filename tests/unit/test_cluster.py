@@ -55,6 +55,17 @@ def test_worker_needs_a_core() -> None:
         cluster.worker_argv(SPARK_CLASS, "spark://127.0.0.1:7077", 0, "1g", 8081)
 
 
+def test_daemons_bind_to_the_host_given() -> None:
+    argv = cluster.master_argv(SPARK_CLASS, 7077, 8080, "198.18.0.2")
+    assert argv[argv.index("--host") + 1] == "198.18.0.2"
+    argv = cluster.worker_argv(SPARK_CLASS, "spark://198.18.0.2:7077", 1, "1g", 8081, "198.18.0.3")
+    assert argv[argv.index("--host") + 1] == "198.18.0.3"
+    env = cluster.daemon_env(Path("/tmp/x"), Path("/opt/spark"), "198.18.0.3", ["-Dspark.a=1"])
+    assert env["SPARK_LOCAL_IP"] == env["SPARK_LOCAL_HOSTNAME"] == "198.18.0.3"
+    assert env["SPARK_DAEMON_JAVA_OPTS"].endswith(" -Dspark.a=1")
+    assert cluster.master_url(7077, "198.18.0.2") == "spark://198.18.0.2:7077"
+
+
 def test_daemon_env_keeps_everything_in_data_dir(tmp_path: Path) -> None:
     env = cluster.daemon_env(tmp_path, Path("/opt/spark"))
     assert env["SPARK_LOCAL_IP"] == "127.0.0.1"
@@ -73,7 +84,9 @@ def test_app_conf_caps_cores_and_turns_dynamic_allocation_off() -> None:
     assert conf["spark.executor.memory"] == "512m"
     assert conf["spark.pyspark.python"] == "/py"
     assert conf["spark.executorEnv.PYSPARK_PYTHON"] == "/py"
-    assert conf["spark.driver.host"] == "127.0.0.1"
+    # No address: the session decides the driver's (streamscale.network), executors listen
+    # where their Worker does.
+    assert not {k for k in conf if "driver.host" in k or "bindAddress" in k or "LOCAL_IP" in k}
     assert conf["spark.standalone.executorRemoveDelayOnDisconnection"] == "1s"
 
 
@@ -182,3 +195,25 @@ def test_cli_status_and_stop_without_cluster(tmp_path: Path) -> None:
     stop = runner.invoke(app, ["cluster", "stop", "--data-dir", str(tmp_path)])
     assert stop.exit_code == 0
     assert "no cluster running" in stop.output
+
+
+def test_a_local_clusters_app_conf_keeps_the_driver_on_loopback() -> None:
+    """The local convenience keeps the driver on loopback for a loopback cluster: a user's own
+    ``SparkSession.builder`` given this conf listens on loopback only."""
+    running = cluster.Cluster(7077, 8080, Path("/tmp/x"), 1, ())
+    conf = running.app_conf(2)
+    assert conf["spark.master"] == "spark://127.0.0.1:7077"
+    assert conf["spark.driver.host"] == conf["spark.driver.bindAddress"] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("group", ["cluster", "broker"])
+def test_cli_start_on_a_bad_host_is_one_clear_line(tmp_path: Path, group: str) -> None:
+    """``--host`` is checked before anything starts (nothing is written to the data dir)."""
+    data_dir = tmp_path / "data"
+    result = CliRunner().invoke(
+        app, [group, "start", "--host", "10.0.0.5:7077", "--data-dir", str(data_dir)]
+    )
+    assert result.exit_code == 1
+    assert "--host='10.0.0.5:7077' is not an IP address" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not data_dir.exists()

@@ -24,6 +24,25 @@ What Spark 4.3 does on standalone, found by experiment (see docs/benchmarks.md):
   so targets are clamped to that ceiling.
 - A killed executor stays in ``getExecutorIds()`` until it is gone; the scheduler backend's
   ``isExecutorActive`` excludes it, so a second ``apply`` during that time kills no one else.
+
+What Spark's Kubernetes backend does (read from ``KubernetesClusterSchedulerBackend`` and
+``ExecutorPodsAllocator`` of Spark 4.2; not run here, no API server on this machine):
+
+- At start it asks for ``spark.executor.instances`` executors (2 when unset);
+  ``spark.cores.max`` means nothing there (:func:`initial_executors`,
+  :func:`max_executors_from_conf`).
+- ``requestTotalExecutors(n)`` sets the pod allocator's target: it creates the missing
+  executor pods, at most ``spark.kubernetes.allocation.batch.size`` per round of
+  ``spark.kubernetes.allocation.batch.delay`` (1 s). Lowering the target deletes only pods
+  still *pending*, and only those requested more than ``spark.dynamicAllocation.
+  executorIdleTimeout`` ago (60 s); it never deletes a running executor's pod. So the
+  scale-in path is the same as on standalone: kill, then send the exact total.
+- ``killExecutors(ids)`` tells each executor to exit at once and, after
+  ``spark.kubernetes.dynamicAllocation.deleteGracePeriod`` (5 s), deletes the pods still
+  running (the pod's ``terminationGracePeriodSeconds`` applies); finished pods are deleted by
+  the lifecycle manager (``spark.kubernetes.executor.deleteOnTermination``). Executor ids are
+  never reused: every scale-out creates new pods (``spark.kubernetes.allocation.maximum``
+  caps how many over the application's life, see :mod:`streamscale.autoscale.headroom`).
 """
 
 from __future__ import annotations
@@ -186,13 +205,42 @@ def clamp(target: int, max_executors: int | None) -> int:
     return target if max_executors is None else min(target, max_executors)
 
 
-def max_executors_from_conf(conf: dict[str, str]) -> int | None:
-    """Executor ceiling implied by ``spark.cores.max / spark.executor.cores`` (None: unbounded)."""
+def _takes_instances(master: str) -> bool:
+    """Whether the cluster manager of ``master`` starts ``spark.executor.instances`` executors
+    and ignores ``spark.cores.max`` (Kubernetes, YARN), unlike standalone."""
+    return master.startswith(("k8s://", "yarn"))
+
+
+def max_executors_from_conf(conf: Mapping[str, str]) -> int | None:
+    """Executor ceiling implied by ``spark.cores.max / spark.executor.cores`` (None: unbounded).
+
+    Only standalone reads ``spark.cores.max``: on Kubernetes and YARN (``spark.master`` says
+    which) it bounds nothing, and a total above it is granted like any other."""
     cores_max = conf.get("spark.cores.max")
-    if cores_max is None:
+    if cores_max is None or _takes_instances(conf.get("spark.master", "")):
         return None
     per_executor = int(conf.get("spark.executor.cores", "1"))
     return max(0, int(cores_max) // max(1, per_executor))
+
+
+DEFAULT_EXECUTOR_INSTANCES = 2
+"""Spark's ``spark.executor.instances`` when unset and dynamic allocation is off (its
+``SchedulerBackendUtils.getInitialTargetExecutorNumber``)."""
+
+
+def initial_executors(conf: Mapping[str, str], max_executors: int) -> int:
+    """How many executors the cluster manager starts for a session with ``conf`` (dynamic
+    allocation off), before the autoscaler asks for anything: what the start waits for.
+
+    Kubernetes (and YARN) start ``spark.executor.instances`` (2 when unset): the Kubernetes
+    backend asks its pod allocator for that total when it starts. Standalone grants
+    ``spark.cores.max / spark.executor.cores`` (``spark.executor.instances`` is ignored
+    there), or up to ``max_executors`` when no ceiling is set."""
+    if _takes_instances(conf.get("spark.master", "")):
+        raw = conf.get("spark.executor.instances", "").strip()
+        return max(0, int(raw)) if raw.isdigit() else DEFAULT_EXECUTOR_INSTANCES
+    ceiling = max_executors_from_conf(conf)
+    return max_executors if ceiling is None else ceiling
 
 
 class SparkActuator:

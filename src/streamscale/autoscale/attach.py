@@ -91,7 +91,7 @@ def attach(
     max_executors: int = 8,
     policy: str | PolicyKind = PolicyKind.RATE,
     metrics_port: int | None = 9464,
-    metrics_host: str = "127.0.0.1",
+    metrics_host: str | None = None,
     interval_s: float = 10.0,
     stabilization_window_s: float = 60.0,
     queries: Sequence[str] | None = None,
@@ -104,7 +104,9 @@ def attach(
 
     ``queries``: names of the queries to serve (None: every Kafka query of the session,
     present and future; several queries' needs are summed). ``metrics_port``: port of
-    ``/metrics`` (0: a free one, None: no server). ``settings``: the connection used to commit
+    ``/metrics`` (0: a free one, None: no server); ``metrics_host``: its bind address (None:
+    ``settings.metrics_host``, ``STREAMSCALE_METRICS_HOST``, 127.0.0.1 unless set; in a pod,
+    ``0.0.0.0`` for Prometheus to scrape it). ``settings``: the connection used to commit
     offsets of sources whose own options cannot be read (default: ``Settings()``, from
     ``STREAMSCALE_*``). Each query's ``minPartitions``, ``maxOffsetsPerTrigger`` and trigger
     interval are read from the running query, for the parallelism cap and the capacity model;
@@ -167,7 +169,8 @@ def attach(
         if commit_offsets and group_committer(spark) is None
         else group_committer(spark)
     )
-    monitor = start_monitor(spark, host=metrics_host, port=metrics_port)
+    host = settings.metrics_host if metrics_host is None else metrics_host
+    monitor = start_monitor(spark, host=host, port=metrics_port)
     try:
         controller = start_autoscaler(
             spark,

@@ -12,6 +12,13 @@ How standalone grants executors (dynamic allocation off): each executor takes
 ``spark.executor.cores`` cores and ``spark.executor.memory`` on one worker; the application
 holds at most ``spark.cores.max`` cores; without ``spark.executor.cores`` an executor takes
 every free core of its worker, one executor per worker.
+
+How Kubernetes does (Spark's ``ExecutorPodsAllocator``): each executor is a pod of its own,
+created with a new id on every scale-out, so nothing in the session bounds the count but
+``spark.kubernetes.allocation.maximum``, a cap on the pods created over the application's
+whole life (a long-running autoscaled stream reaches any finite cap one day); the cluster's
+own limits (quotas, nodes) are not visible from the session. Executor pods reach the driver
+at ``spark.driver.host``: a loopback address there means no executor ever registers.
 """
 
 from __future__ import annotations
@@ -47,6 +54,8 @@ CORES_MAX = "spark.cores.max"
 EXECUTOR_MEMORY = "spark.executor.memory"
 DYNAMIC_ALLOCATION = "spark.dynamicAllocation.enabled"
 MASTER_UI_PORT = "spark.master.ui.port"
+DRIVER_HOST = "spark.driver.host"
+ALLOCATION_MAXIMUM = "spark.kubernetes.allocation.maximum"
 DEFAULT_MASTER_UI_PORT = 8080
 DEFAULT_EXECUTOR_MEMORY_MB = 1024
 
@@ -149,6 +158,9 @@ def headroom(
     - local mode and unknown masters: nothing to say here (attach raises ScalingError later);
     - Kubernetes, YARN: no core limit from the cluster manager; ``spark.executor.cores``, if
       set, must be a whole number >= 1;
+    - Kubernetes: ``spark.driver.host`` must not be a loopback address (executor pods could
+      never reach the driver); ``spark.kubernetes.allocation.maximum``, when set, bounds the
+      count and is reported, since every scale-out spends some of it;
     - standalone: ``spark.executor.cores`` must be set (without it each executor takes a whole
       worker, so the count moves only by workers and its ceiling cannot be read from the
       settings: one worker, the usual new set-up, never grows); ``spark.cores.max`` (when set)
@@ -168,9 +180,43 @@ def headroom(
         if master.startswith(("spark://", "k8s://", "yarn")):
             return Headroom(message=f"{executor_cores}: set {EXECUTOR_CORES}=1", fatal=True)
         return Headroom()
+    if master.startswith("k8s://"):
+        return _kubernetes(conf, min_executors, max_executors)
     if not master.startswith("spark://"):
         return Headroom()
     return _standalone(conf, executor_cores, min_executors, max_executors, report, app_id)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine's loopback (``127.x.y.z``, ``::1``, localhost)."""
+    host = host.strip().strip("[]").lower()
+    return host in ("localhost", "::1") or re.fullmatch(r"127(\.\d{1,3}){3}", host) is not None
+
+
+def _kubernetes(conf: Mapping[str, str], min_executors: int, max_executors: int) -> Headroom:
+    host = conf.get(DRIVER_HOST, "")
+    if is_loopback(host):
+        return Headroom(
+            message=f"{DRIVER_HOST}={host.strip()}: executor pods cannot reach a driver on "
+            f"loopback; set {DRIVER_HOST} to the driver pod's IP or its headless Service "
+            "(the Helm chart in deploy/helm/streamscale sets both)",
+            fatal=True,
+        )
+    maximum = _positive_int(conf, ALLOCATION_MAXIMUM)
+    if isinstance(maximum, str):
+        return Headroom(message=f"{maximum}: unset {ALLOCATION_MAXIMUM}", fatal=True)
+    if maximum is None:
+        return Headroom()
+    reachable = maximum if maximum < max_executors else None
+    fatal = reachable is not None and maximum <= min_executors
+    message = (
+        f"{ALLOCATION_MAXIMUM}={maximum} caps the executor pods created over the whole "
+        "application and every scale-out creates new ones: once it is spent no executor "
+        f"is added or replaced; unset {ALLOCATION_MAXIMUM}"
+    )
+    if fatal:
+        message += f" (the executor count cannot move above min_executors={min_executors})"
+    return Headroom(reachable, None, message, fatal)
 
 
 def _standalone(

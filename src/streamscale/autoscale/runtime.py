@@ -66,7 +66,14 @@ class AutoscaleOptions:
 
 
 def elastic_conf(master: str, options: AutoscaleOptions) -> dict[str, str]:
-    """Spark settings a cluster manager needs for the autoscaler to drive executors."""
+    """Spark settings a cluster manager needs for the autoscaler to drive executors.
+
+    Kubernetes: dynamic allocation off (the autoscaler kills executors, which Spark refuses
+    with it on); the application starts ``min_executors`` executor pods of one core; the pod
+    allocator creates up to ``max_executors`` pods in one round
+    (``spark.kubernetes.allocation.batch.size``), so a scale-out from the minimum to the
+    maximum is not spread over several rounds of ``spark.kubernetes.allocation.batch.delay``.
+    """
     if master.startswith("spark://"):
         from streamscale.cluster import app_conf
 
@@ -76,6 +83,7 @@ def elastic_conf(master: str, options: AutoscaleOptions) -> dict[str, str]:
             "spark.dynamicAllocation.enabled": "false",
             "spark.executor.instances": str(options.min_executors),
             "spark.executor.cores": "1",
+            "spark.kubernetes.allocation.batch.size": str(options.max_executors),
         }
     raise ConfigError(
         f"--autoscale needs a cluster manager that takes executor requests (spark://, k8s://); "
@@ -157,11 +165,13 @@ def start_autoscaler(
 
     A standalone application is granted ``spark.cores.max`` worth of executors at start
     (dynamic allocation off), so the first act is to scale down to the minimum — once those
-    executors have registered, or a kill issued before would miss them. ``grantable``: how
-    many the cluster can grant now, when known (attach reads it from the standalone Master);
-    the start waits for no more than that.
+    executors have registered, or a kill issued before would miss them. On Kubernetes the
+    application starts ``spark.executor.instances`` executor pods, which is what the start
+    waits for (:func:`~streamscale.autoscale.actuator.initial_executors`), not the maximum
+    that will never come. ``grantable``: how many the cluster can grant now, when known
+    (attach reads it from the standalone Master); the start waits for no more than that.
     """
-    from streamscale.autoscale.actuator import SparkActuator
+    from streamscale.autoscale.actuator import SparkActuator, initial_executors
 
     master = str(spark.sparkContext.master)
     if master.startswith("local"):
@@ -170,7 +180,8 @@ def start_autoscaler(
             "requests (standalone spark://, Kubernetes), not local mode"
         )
     actuator = SparkActuator(spark)
-    granted = actuator.max_executors or options.max_executors
+    conf = {str(k): str(v) for k, v in spark.sparkContext.getConf().getAll()}
+    granted = initial_executors({"spark.master": master, **conf}, options.max_executors)
     if grantable is not None:
         granted = min(granted, grantable)
     deadline = time.monotonic() + register_timeout_s

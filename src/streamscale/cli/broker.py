@@ -9,7 +9,9 @@ import typer
 
 from streamscale.kafka import broker as embedded
 
-app = typer.Typer(help="The embedded Apache Kafka cluster (KRaft, one node or three) on 127.0.0.1.")
+app = typer.Typer(
+    help="The embedded Apache Kafka cluster (KRaft, one node or three), on 127.0.0.1 by default."
+)
 
 DATA_DIR = typer.Option(
     embedded.DEFAULT_DATA_DIR, "--data-dir", help="Cluster layout, node data, PIDs and logs"
@@ -19,16 +21,22 @@ DATA_DIR = typer.Option(
 @app.command()
 def start(
     nodes: int = typer.Option(1, "--nodes", help="1, or 3 for a replicated cluster"),
-    port: int | None = typer.Option(
-        None, help="First node's port on 127.0.0.1 (default: a free one)"
+    port: int | None = typer.Option(None, help="First node's port (default: a free one)"),
+    host: str = typer.Option(
+        embedded.HOST,
+        "--host",
+        help="Address the nodes listen on and advertise: one of this machine's that the "
+        "clients reach (fixed when the data dir is formatted)",
     ),
     data_dir: Path = DATA_DIR,
 ) -> None:
     """Format (once) and start the nodes, wait until every one is registered, print the
     bootstrap list. Data stays in --data-dir: a restart keeps it."""
+    from streamscale.network import check_host
+
     try:
-        running = embedded.start(port, data_dir, nodes=nodes)
-    except (embedded.BrokerError, RuntimeError) as exc:
+        running = embedded.start(port, data_dir, nodes=nodes, host=check_host(host, "--host"))
+    except (embedded.BrokerError, ValueError, RuntimeError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(running.bootstrap)
@@ -68,4 +76,4 @@ def status(
         raise typer.Exit(1)
     typer.echo(running.bootstrap)
     for node in running.nodes:
-        typer.echo(f"node {node.node_id} 127.0.0.1:{node.port} pid={node.pid} log={node.log}")
+        typer.echo(f"node {node.node_id} {node.address} pid={node.pid} log={node.log}")

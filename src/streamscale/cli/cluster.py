@@ -1,4 +1,5 @@
-"""``streamscale cluster start|stop|status``: a local Spark standalone cluster on 127.0.0.1."""
+"""``streamscale cluster start|stop|status``: a Spark standalone cluster on this machine
+(127.0.0.1 by default, ``--host`` for another of its addresses)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import typer
 
 from streamscale import cluster as local
 
-app = typer.Typer(help="A local Spark standalone cluster (Master + Workers) on 127.0.0.1.")
+app = typer.Typer(
+    help="A Spark standalone cluster (Master + Workers) on this machine, 127.0.0.1 by default."
+)
 
 DATA_DIR = typer.Option(local.DEFAULT_DATA_DIR, "--data-dir", help="PIDs, logs, work dirs")
 
@@ -20,14 +23,28 @@ def start(
     memory: str = typer.Option("2g", help="Memory offered by each Worker (512m, 2g...)"),
     port: int | None = typer.Option(None, help="Master port (default: a free one)"),
     webui_port: int | None = typer.Option(None, help="Master web UI port (default: free)"),
+    host: str = typer.Option(
+        local.HOST,
+        "--host",
+        help="Address the Master, Workers and their executors listen on and advertise: one of "
+        "this machine's that the driver reaches",
+    ),
     data_dir: Path = DATA_DIR,
 ) -> None:
     """Start the Master and Workers, wait until every Worker is ALIVE, print the master URL."""
+    from streamscale.network import check_host
+
     try:
         running = local.start(
-            workers, cores, memory, port=port, webui_port=webui_port, data_dir=data_dir
+            workers,
+            cores,
+            memory,
+            port=port,
+            webui_port=webui_port,
+            data_dir=data_dir,
+            host=check_host(host, "--host"),
         )
-    except local.ClusterError as exc:
+    except (local.ClusterError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(running.master_url)

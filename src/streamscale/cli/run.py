@@ -37,15 +37,31 @@ def autoscaler(
     options: AutoscaleOptions, settings: Settings
 ) -> Callable[[SparkSession, LagTracker, str], Callable[[], None]]:
     """The runner's hook that attaches the autoscaler to the pipeline's query (the same
-    runtime as :func:`streamscale.attach`, on the runner's own lag model and /metrics)."""
+    runtime as :func:`streamscale.attach`, on the runner's own lag model and /metrics).
+
+    The session's settings go through the same start check as ``attach``'s
+    (:func:`~streamscale.autoscale.headroom.headroom`, without asking a standalone Master):
+    on Kubernetes a driver on loopback is refused, a pod cap bounds the count."""
 
     def attach(spark: SparkSession, tracker: LagTracker, query: str) -> Callable[[], None]:
-        from streamscale.autoscale.runtime import start_autoscaler
+        import dataclasses
 
-        controller = start_autoscaler(spark, query, tracker, options, settings=settings)
+        from streamscale.autoscale.headroom import headroom
+        from streamscale.autoscale.runtime import start_autoscaler
+        from streamscale.errors import ConfigError
+
+        conf = {str(k): str(v) for k, v in spark.sparkContext.getConf().getAll()}
+        master = str(spark.sparkContext.master)
+        room = headroom(master, conf, options.min_executors, options.max_executors)
+        if room.fatal:
+            raise ConfigError(room.message or "the executor count cannot move")
+        if room.message is not None:
+            typer.echo(f"{query}: warning: {room.message}", err=True)
+        bounded = dataclasses.replace(options, max_executors=room.bound(options.max_executors))
+        controller = start_autoscaler(spark, query, tracker, bounded, settings=settings)
         typer.echo(
-            f"{query}: autoscaler on ({options.policy} policy, "
-            f"{options.min_executors}-{options.max_executors} executors)"
+            f"{query}: autoscaler on ({bounded.policy} policy, "
+            f"{bounded.min_executors}-{bounded.max_executors} executors)"
         )
         return controller.stop
 
@@ -89,6 +105,12 @@ def run(
     ),
     master: str | None = typer.Option(
         None, "--master", help="Spark master (STREAMSCALE_SPARK_MASTER)"
+    ),
+    driver_host: str | None = typer.Option(
+        None,
+        "--driver-host",
+        help="Address executors reach the driver at (STREAMSCALE_DRIVER_HOST; default: "
+        "127.0.0.1 for a local master, else this host's address on the route to the master)",
     ),
     trigger_interval: float | None = typer.Option(
         None, "--trigger-interval", help="Seconds between micro-batches (0: back to back)"
@@ -141,6 +163,7 @@ def run(
             config,
             bootstrap_servers=bootstrap,
             spark_master=master,
+            driver_host=driver_host,
             trigger_interval_s=trigger_interval,
             max_offsets_per_trigger=max_offsets_per_trigger,
             state_store=state_store.value if state_store else None,

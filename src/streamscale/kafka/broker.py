@@ -1,4 +1,6 @@
-"""The embedded broker: Apache Kafka in KRaft combined mode on 127.0.0.1, from Maven-resolved jars.
+"""The embedded broker: Apache Kafka in KRaft combined mode, from Maven-resolved jars, on
+127.0.0.1 by default (``--host``: an address of this machine; the multi-host tests give each
+node an address, and a network namespace, of its own).
 
 One node by default; three nodes form one cluster (a static controller quorum of all three)
 where replication, ``min.insync.replicas=2`` and broker faults are real. The data directory
@@ -22,7 +24,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -76,6 +78,8 @@ class NodeSpec:
     node_id: int
     port: int
     controller_port: int
+    host: str = HOST
+    """The address the node listens on and advertises (its listeners and its voter entry)."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ class Layout:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"{HOST}:{n.port}" for n in self.nodes)
+        return ",".join(f"{n.host}:{n.port}" for n in self.nodes)
 
     def node(self, node_id: int) -> NodeSpec:
         for spec in self.nodes:
@@ -107,6 +111,11 @@ class Node:
     port: int
     pid: int
     log: str
+    host: str = HOST
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -118,7 +127,7 @@ class Broker:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"{HOST}:{n.port}" for n in self.nodes)
+        return ",".join(n.address for n in self.nodes)
 
     @property
     def port(self) -> int:
@@ -156,13 +165,14 @@ def server_properties(layout: Layout, node_id: int, data: Path) -> str:
     count = len(layout.nodes)
     rf = min(3, count)
     isr = min(2, rf)
-    voters = ",".join(f"{n.node_id}@{HOST}:{n.controller_port}" for n in layout.nodes)
+    voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in layout.nodes)
+    host = spec.host
     props = {
         "process.roles": "broker,controller",
         "node.id": spec.node_id,
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://{HOST}:{spec.port},CONTROLLER://{HOST}:{spec.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{HOST}:{spec.port}",
+        "listeners": f"PLAINTEXT://{host}:{spec.port},CONTROLLER://{host}:{spec.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{spec.port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
@@ -247,7 +257,17 @@ def _in_use_by_other(data: Path) -> bool:
     return False
 
 
-def _new_layout(nodes: int, port: int | None) -> Layout:
+def node_hosts(host: str | Sequence[str], nodes: int) -> list[str]:
+    """One address per node: ``host`` for all of them, or a list of exactly ``nodes``."""
+    if isinstance(host, str):
+        return [host] * nodes
+    hosts = list(host)
+    if len(hosts) != nodes:
+        raise BrokerError(f"{len(hosts)} host(s) given for {nodes} node(s): give one per node")
+    return hosts
+
+
+def _new_layout(nodes: int, port: int | None, host: str | Sequence[str] = HOST) -> Layout:
     taken: set[int] = set()
 
     def pick() -> int:
@@ -260,9 +280,9 @@ def _new_layout(nodes: int, port: int | None) -> Layout:
     if port is not None:
         taken.add(port)
     specs = []
-    for i in range(1, nodes + 1):
+    for i, node_host in enumerate(node_hosts(host, nodes), start=1):
         broker_port = port if (i == 1 and port is not None) else pick()
-        specs.append(NodeSpec(i, broker_port, pick()))
+        specs.append(NodeSpec(i, broker_port, pick(), node_host))
     return Layout(new_cluster_id(), tuple(specs))
 
 
@@ -317,11 +337,18 @@ def node_argv(
 
 
 def _launch(
-    data_dir: Path, spec: NodeSpec, heap: str, java_options: Sequence[str] | None = None
+    data_dir: Path,
+    spec: NodeSpec,
+    heap: str,
+    java_options: Sequence[str] | None = None,
+    prefix: Sequence[str] = (),
 ) -> processes.ManagedProcess:
-    if processes.port_in_use(spec.port) or processes.port_in_use(spec.controller_port):
+    taken = processes.port_in_use(spec.port, spec.host) or processes.port_in_use(
+        spec.controller_port, spec.host
+    )
+    if taken:
         raise BrokerError(
-            f"port {spec.port} or {spec.controller_port} on {HOST} (node {spec.node_id}) is "
+            f"port {spec.port} or {spec.controller_port} on {spec.host} (node {spec.node_id}) is "
             f"taken: stop what holds it, or start with another --data-dir"
         )
     if _in_use_by_other(node_dir(data_dir, spec.node_id) / "data"):
@@ -332,9 +359,9 @@ def _launch(
     try:
         return processes.start(
             node_name(spec.node_id),
-            node_argv(data_dir, spec.node_id, heap, java_options),
+            [*prefix, *node_argv(data_dir, spec.node_id, heap, java_options)],
             data_dir,
-            info={"node_id": spec.node_id, "port": spec.port},
+            info={"node_id": spec.node_id, "port": spec.port, "host": spec.host},
         )
     except processes.ProcessError as exc:
         raise BrokerError(str(exc)) from exc
@@ -367,10 +394,14 @@ def start(
     heap: str = HEAP,
     ready_timeout_s: float = READY_TIMEOUT_S,
     java_options: Sequence[str] | None = None,
+    host: str | Sequence[str] = HOST,
+    prefixes: Mapping[int, Sequence[str]] | None = None,
 ) -> Broker:
-    """Start a cluster of ``nodes`` (1 or 3) Kafka nodes on 127.0.0.1 and wait until every
-    node is registered; return it. Data in ``data_dir`` is formatted once and kept: a second
-    start of the same directory restarts the same cluster, on the same ports, with its data.
+    """Start a cluster of ``nodes`` (1 or 3) Kafka nodes and wait until every node is
+    registered; return it. Data in ``data_dir`` is formatted once and kept: a second start of
+    the same directory restarts the same cluster, on the same addresses and ports, with its
+    data. ``host``: the address of every node (127.0.0.1 by default), or one per node, fixed
+    at the first start; ``prefixes``: a command prefix per node id (``ip netns exec NS``).
     """
     if nodes not in (1, 3):
         raise BrokerError(f"--nodes must be 1 or 3, not {nodes}")
@@ -382,9 +413,10 @@ def start(
         )
     layout = load_layout(data_dir)
     if layout is None:
-        if port is not None and processes.port_in_use(port):
-            raise BrokerError(f"port {port} on {HOST} is taken: choose another with --port")
-        layout = _new_layout(nodes, port)
+        first = node_hosts(host, nodes)[0]
+        if port is not None and processes.port_in_use(port, first):
+            raise BrokerError(f"port {port} on {first} is taken: choose another with --port")
+        layout = _new_layout(nodes, port, host)
         _format(data_dir, layout)
     else:
         if len(layout.nodes) != nodes:
@@ -399,7 +431,7 @@ def start(
             )
     try:
         for spec in layout.nodes:
-            _launch(data_dir, spec, heap, java_options)
+            _launch(data_dir, spec, heap, java_options, (prefixes or {}).get(spec.node_id, ()))
         _wait_ready(data_dir, layout, len(layout.nodes), ready_timeout_s)
     except BrokerError:
         stop(data_dir)
@@ -410,14 +442,16 @@ def start(
     return found
 
 
-def start_node(data_dir: Path, node_id: int, *, heap: str = HEAP) -> Node:
+def start_node(
+    data_dir: Path, node_id: int, *, heap: str = HEAP, prefix: Sequence[str] = ()
+) -> Node:
     """Restart one stopped node of the cluster in ``data_dir`` (fault tests)."""
     layout = load_layout(data_dir)
     if layout is None:
         raise BrokerError(f"no cluster formatted in {data_dir}: `streamscale broker start`")
     spec = layout.node(node_id)
-    proc = _launch(data_dir, spec, heap)
-    return Node(node_id, spec.port, proc.pid, proc.log)
+    proc = _launch(data_dir, spec, heap, prefix=prefix)
+    return Node(node_id, spec.port, proc.pid, proc.log, spec.host)
 
 
 def stop_node(data_dir: Path, node_id: int, *, kill: bool = False) -> bool:
@@ -435,7 +469,7 @@ def nodes(data_dir: Path = DEFAULT_DATA_DIR) -> list[Node]:
     for spec in layout.nodes:
         proc = processes.load(data_dir, node_name(spec.node_id))
         if proc is not None and proc.alive():
-            found.append(Node(spec.node_id, spec.port, proc.pid, proc.log))
+            found.append(Node(spec.node_id, spec.port, proc.pid, proc.log, spec.host))
     return found
 
 
@@ -457,10 +491,11 @@ def describe(data_dir: Path = DEFAULT_DATA_DIR) -> list[dict[str, object]]:
         out.append(
             {
                 "node_id": spec.node_id,
+                "host": spec.host,
                 "port": spec.port,
                 "controller_port": spec.controller_port,
                 "pid": proc.pid if alive and proc is not None else None,
-                "answers": alive and answers_metadata(f"{HOST}:{spec.port}") > 0,
+                "answers": alive and answers_metadata(f"{spec.host}:{spec.port}") > 0,
                 "log": proc.log if proc is not None else None,
             }
         )
@@ -515,9 +550,11 @@ def run_tool(main_class: str, args: Sequence[str], *, timeout_s: float = 120.0) 
 
 
 @contextmanager
-def embedded_broker(data_dir: Path, port: int | None = None, *, nodes: int = 1) -> Iterator[Broker]:
+def embedded_broker(
+    data_dir: Path, port: int | None = None, *, nodes: int = 1, host: str = HOST
+) -> Iterator[Broker]:
     """A cluster for the duration of a ``with`` block (tests, the demo, benchmarks)."""
-    running = start(port, data_dir, nodes=nodes)
+    running = start(port, data_dir, nodes=nodes, host=host)
     try:
         yield running
     finally:

@@ -16,6 +16,12 @@ stdin (``kill-busy-executor``, ``remove-busy-executor N``, ``apply N``), each an
 one line; ``--kill-at POINT`` SIGKILLs this driver (its whole process group: the Python
 driver, its JVM and its Python workers) at a named point of the first batch numbered
 ``--kill-batch`` or later (:data:`KILL_POINTS`), after printing ``killing at POINT batch N``.
+
+``--autoscale MIN:MAX`` (with a ``spark://`` master) runs it as ``streamscale run
+--autoscale`` does, through the library: the Spark settings of :func:`~streamscale.autoscale.
+runtime.elastic_conf` and the autoscaler of :func:`~streamscale.autoscale.runtime.
+start_autoscaler` on the lag monitor's tracker, its decisions in ``--decision-log``
+(the multi-host tests, tests/integration/hosts). ``--conf K=V,K=V`` adds Spark settings.
 """
 
 from __future__ import annotations
@@ -200,6 +206,10 @@ def control(spark: Any, stream: Any) -> None:
             elif words[0] == "executors":
                 ids = actuator.executor_ids()
                 print(f"executors {len(ids)} {','.join(ids)} {app_id}", flush=True)
+            elif words[0] == "executor-hosts":
+                # Where each executor runs (its host:port, as it registered with the driver).
+                found = " ".join(f"{e.id}@{e.host_port}" for e in actuator.executors())
+                print(f"hosts {found or '-'}", flush=True)
             else:
                 print(f"unknown command {words[0]}", flush=True)
         except Exception as exc:  # one line to the caller, the pipeline runs on
@@ -232,6 +242,13 @@ def main() -> int:
     parser.add_argument("--kill-at", choices=KILL_POINTS)
     parser.add_argument("--kill-batch", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--autoscale", help="MIN:MAX executors, driven by the autoscaler")
+    parser.add_argument("--autoscale-interval", type=float, default=2.0)
+    parser.add_argument("--policy", default="rate", choices=("rate", "lag"))
+    parser.add_argument("--lag-threshold", type=float, default=10_000.0)
+    parser.add_argument("--window", type=float, default=10.0, help="stabilization window (s)")
+    parser.add_argument("--decision-log", type=Path)
+    parser.add_argument("--conf", default="", help="KEY=VALUE[,KEY=VALUE...] Spark settings")
     parser.add_argument(
         "--task-delay-ms",
         type=int,
@@ -257,12 +274,39 @@ def main() -> int:
     # A fault run's driver lives for seconds: it starts on less CPU (the same code). Its
     # executors keep the defaults: the executor faults aim at tasks they run.
     extra = {"spark.driver.extraJavaOptions": QUICK_JVM}
-    if args.master.startswith("spark://"):
+    options = None
+    if args.autoscale:
+        from streamscale.autoscale.policy import PolicyKind
+        from streamscale.autoscale.runtime import AutoscaleOptions, elastic_conf
+
+        low, high = (int(n) for n in args.autoscale.split(":"))
+        options = AutoscaleOptions(
+            min_executors=low,
+            max_executors=high,
+            interval_s=args.autoscale_interval,
+            stabilization_window_s=args.window,
+            decision_log=args.decision_log,
+            policy=PolicyKind(args.policy),
+            lag_threshold=args.lag_threshold,
+        )
+        extra |= elastic_conf(args.master, options) | {"spark.executor.memory": "512m"}
+    elif args.master.startswith("spark://"):
         extra |= app_conf(args.master, args.max_executors, executor_memory="512m")
+    extra |= dict(item.split("=", 1) for item in args.conf.split(",") if item)
     # The driver's quiet log (executors lost, tasks lost) next to the checkpoint.
     log_file = Path(args.checkpoint).parent / f"{args.prefix}-spark-driver.log"
     spark = session(settings, app_name="streamscale-faults", extra_conf=extra, log_file=log_file)
+    scaler = None
     try:
+        if options is not None:
+            from streamscale.autoscale.runtime import start_autoscaler
+            from streamscale.lag import start_monitor
+
+            monitor = start_monitor(spark, port=None)
+            controller = start_autoscaler(spark, None, monitor.tracker, options, settings=settings)
+            scaler = (controller, monitor)
+            host = spark.conf.get("spark.driver.host")
+            print(f"autoscaler on {low}-{high}, driver at {host}", flush=True)
         if args.task_delay_ms > 0:
             slow_tasks(args.task_delay_ms / 1000)
         pipeline = Enrichment(settings, args.checkpoint, topics(args.prefix))
@@ -286,6 +330,9 @@ def main() -> int:
         print("stopped", flush=True)
         return 0
     finally:
+        if scaler is not None:
+            scaler[0].stop()
+            scaler[1].stop()
         stop(spark)
 
 

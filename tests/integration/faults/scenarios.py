@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -222,12 +222,25 @@ class PipelineProcess:
     """``enrichment_proc.py`` in a child process (its own process group, so that its Spark
     JVM goes with it); its lines are collected by a thread."""
 
-    def __init__(self, bootstrap: str, checkpoint: Path, prefix: str, log: Path, **opts: int | str):
-        argv = [sys.executable, str(HERE / "enrichment_proc.py"), bootstrap, str(checkpoint)]
+    def __init__(
+        self,
+        bootstrap: str,
+        checkpoint: Path,
+        prefix: str,
+        log: Path,
+        *,
+        command_prefix: Sequence[str] = (),
+        **opts: int | str,
+    ):
+        """``command_prefix``: what runs the child (``ip netns exec NS``: in a network
+        namespace, tests/integration/hosts); ``opts``: ``enrichment_proc.py``'s options."""
+        argv = [*command_prefix, sys.executable, str(HERE / "enrichment_proc.py"), bootstrap]
+        argv.append(str(checkpoint))
         argv.append(prefix)
         for name, value in opts.items():
             argv += [f"--{name.replace('_', '-')}", str(value)]
         self.lines: list[str] = []
+        path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         self._log = open(log, "a")  # noqa: SIM115 (closed in wait)
         self.proc = subprocess.Popen(
             argv,
@@ -236,14 +249,7 @@ class PipelineProcess:
             stderr=self._log,
             text=True,
             cwd=HERE,
-            # This folder first, then the caller's path (a worktree's src before the
-            # installed package).
-            env={
-                **os.environ,
-                "PYTHONPATH": os.pathsep.join(
-                    p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p
-                ),
-            },
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *path])},
             start_new_session=True,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)

@@ -24,6 +24,7 @@ from streamscale.autoscale.actuator import (
     choose_victims,
     clamp,
     describe_removed,
+    initial_executors,
     max_executors_from_conf,
 )
 from streamscale.autoscale.state_placement import LoadedState
@@ -359,6 +360,37 @@ def test_clamp(target: int, ceiling: int | None, expected: int) -> None:
 )
 def test_max_executors_from_conf(conf: dict[str, str], expected: int | None) -> None:
     assert max_executors_from_conf(conf) == expected
+    standalone = {**conf, "spark.master": "spark://10.0.0.1:7077"}
+    assert max_executors_from_conf(standalone) == expected
+
+
+@pytest.mark.parametrize("master", ["k8s://https://kubernetes.default.svc", "yarn"])
+def test_cores_max_bounds_nothing_on_kubernetes(master: str) -> None:
+    conf = {"spark.master": master, "spark.cores.max": "2", "spark.executor.cores": "1"}
+    assert max_executors_from_conf(conf) is None
+
+
+K8S = "k8s://https://kubernetes.default.svc:443"
+
+
+@pytest.mark.parametrize(
+    ("conf", "max_executors", "expected"),
+    [
+        # Kubernetes starts spark.executor.instances pods (Spark's default: 2)
+        ({"spark.master": K8S, "spark.executor.instances": "1"}, 8, 1),
+        ({"spark.master": K8S, "spark.executor.instances": "3"}, 8, 3),
+        ({"spark.master": K8S}, 8, 2),
+        ({"spark.master": K8S, "spark.executor.instances": "x"}, 8, 2),
+        ({"spark.master": K8S, "spark.cores.max": "6"}, 8, 2),  # cores.max: standalone only
+        ({"spark.master": "yarn", "spark.executor.instances": "4"}, 8, 4),
+        # standalone grants spark.cores.max / spark.executor.cores, instances ignored
+        ({"spark.master": "spark://h:7077", "spark.cores.max": "3"}, 8, 3),
+        ({"spark.master": "spark://h:7077", "spark.executor.instances": "1"}, 8, 8),
+        ({"spark.cores.max": "4", "spark.executor.cores": "2"}, 8, 2),
+    ],
+)
+def test_initial_executors(conf: dict[str, str], max_executors: int, expected: int) -> None:
+    assert initial_executors(conf, max_executors) == expected
 
 
 def test_apply_result_direction() -> None:
