@@ -2,8 +2,10 @@
 
 Columns: ``value`` (required, string or binary), ``key``, ``topic`` (or option ``topic``),
 ``partition``, ``headers`` (array of ``{key: string, value: binary}``). Delivery is
-at-least-once: each task flushes its producer and fails if any record was not acknowledged,
-so a failed task is retried and a replayed micro-batch may repeat output, but nothing is lost.
+at-least-once by default (option ``delivery=exactly-once``: each task writes in one Kafka
+transaction, :mod:`.transactions`): each task flushes its producer and fails if any record
+was not acknowledged, so a failed task is retried and a replayed micro-batch may repeat
+output, but nothing is lost.
 
 A Python worker keeps its producer for the next task with the same connection
 (:func:`reused_producer`): a new idempotent producer costs about 0.5 s before its first
@@ -219,6 +221,8 @@ def close_kept_producers(timeout_s: float = 5.0) -> int:
     the brokers they talk to stop (``streamscale.spark.stop`` does): a kept producer would
     otherwise retry them for as long as the process lives, and librdkafka logs each failed
     connect on the console. Producers in use by a write are not kept, hence not closed."""
+    from streamscale.kafka import transactions
+
     with _kept_lock:
         kept = list(_kept.values())
         _kept.clear()
@@ -227,7 +231,7 @@ def close_kept_producers(timeout_s: float = 5.0) -> int:
             item.producer.flush(timeout_s)
         finally:
             item.producer.close()
-    return len(kept)
+    return len(kept) + transactions.close_kept(timeout_s)
 
 
 class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
@@ -241,6 +245,20 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
             return self._write(iterator)
 
     def _write(self, iterator: Iterator[Any]) -> SinkCommit:
+        if self.options.delivery == "exactly-once":
+            from streamscale.kafka import transactions
+
+            unit, batch_id = transactions.current_unit(self.options.role)
+            return SinkCommit(
+                transactions.write_transactional(
+                    self.options.kafka,
+                    iter(iterator),
+                    self.options.topic,
+                    unit,
+                    batch_id,
+                    self.options.marker_topic,
+                )
+            )
         with reused_producer(self.options.kafka) as (producer, failures):
             count = 0
             for batch in iterator:

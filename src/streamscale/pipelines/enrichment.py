@@ -66,8 +66,11 @@ the project's reader (:func:`read_referential`) whichever source the stream uses
   in the driver's memory and in each executor (about 150 bytes a product: millions are
   fine, billions are not).
 
-Delivery is at-least-once, as with the Kafka sink: a batch replayed after a crash may repeat
-its output, never lose it.
+Delivery is at-least-once by default, as with the Kafka sink: a batch replayed after a crash
+may repeat its output, never lose it. With ``delivery=exactly-once`` each task, and the
+driver for the referential's dead letters, writes in one Kafka transaction per batch
+(:mod:`streamscale.kafka.transactions`, roles ``tasks`` and ``driver``): the batch's
+partitions are one per purchase topic-partition with records, fixed by the offset log.
 """
 
 from __future__ import annotations
@@ -376,12 +379,13 @@ class Enrichment(ForeachBatchQuery):
             )
             if bad:
                 write_rows(
-                    self.settings.source_options(), [dl.dead_letter_batch(bad, self.topics.dlq)]
+                    self.settings.sink_options("driver"),
+                    [dl.dead_letter_batch(bad, self.topics.dlq)],
                 )
             self.table.add(good)
             task = EnrichTask(
                 self.topics,
-                self.settings.source_options(),
+                self.settings.sink_options("tasks"),
                 self._names(spark),
                 self.table.task_versions(),
             )

@@ -45,7 +45,12 @@ a late approval. A row whose window would already be closed when it arrives (its
 
 The driver keeps nothing a restart needs: a restarted query is Spark's restart from the
 checkpoint (offsets, state store), which replays the uncommitted batch. Output and dead
-letters are at-least-once (a replayed batch may repeat them); counts and state are exact.
+letters are at-least-once by default (a replayed batch may repeat them); counts and state
+are exact. With ``delivery=exactly-once`` each task writes in one Kafka transaction per batch
+(:mod:`streamscale.kafka.transactions`): role ``dlq`` in step 1, whose partitions are the
+source's (one per partition number, fixed by the offset log), and ``sessions`` in step 3,
+whose partitions are the state's shuffle partitions (a hash of the machine; the state
+store and the watermark of a replayed batch are those of its first run).
 
 Topics that are not co-partitioned (a producer that does not key by header, or other
 partition counts, which the co-partitioned read refuses at start) and Spark's connector
@@ -270,7 +275,7 @@ class GameSessions(ForeachBatchQuery):
             window_ms=int(s.approval_window_s * 1000),
             gap_ms=self.gap_ms,
             dlq=self.topics.dlq,
-            sink_options=s.source_options(),
+            sink_options=s.sink_options("dlq"),
         )
         rows = records.select("key", "value", "topic", "partition", "offset", "timestamp")
         rows = rows.mapInArrow(task, task_schema())
@@ -293,7 +298,7 @@ class GameSessions(ForeachBatchQuery):
         """Close the windows Spark emitted: pair, split, write sessions (on the executors)."""
         from pyspark.sql import functions as F
 
-        task = CloseTask(self.gap_ms, self.topics.output, self.settings.source_options())
+        task = CloseTask(self.gap_ms, self.topics.output, self.settings.sink_options("sessions"))
         rows = batch.select("machine", F.inline(ROWS))
         counts: dict[str, int] = {}
         for row in rows.mapInArrow(task, "counts STRING").collect():
