@@ -275,8 +275,13 @@ def open_producer(
 
     partitions = ensure_marker_topic(kafka, marker_topic)
     holder = TxnProducer(None, transactional_id, None)
+    timeout_ms = int(kafka.get("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS))
+    base = {**kafka, "transaction.timeout.ms": timeout_ms}
+    for key in ("delivery.timeout.ms", "message.timeout.ms"):
+        # librdkafka: a record's delivery timeout may not exceed the transaction's
+        base[key] = min(int(base.get(key, timeout_ms)), timeout_ms)
     conf = producer_config(
-        {"transaction.timeout.ms": TRANSACTION_TIMEOUT_MS, **kafka},
+        base,
         on_delivery=holder.on_delivery,
         **{"transactional.id": transactional_id, "delivery.report.only.error": True},
     )
