@@ -205,7 +205,9 @@ def produce_all(settings: Settings, records: Iterable[Record | tuple[Any, ...]])
 def read_back(admin: KafkaAdmin, topic: str) -> list[Rec]:
     """Every record of ``topic`` now, in (partition, offset) order."""
     out = []
-    for m in admin.read_all(topic, PARTITIONS):
+    # read_committed: outputs written in transactions (exactly-once) hold control records
+    # and aborted ones; a plain topic reads the same.
+    for m in admin.read_all(topic, PARTITIONS, isolation="read_committed"):
         kind, ts = m.timestamp()
         headers = tuple((k, v) for k, v in (m.headers() or []))
         out.append(
@@ -669,8 +671,12 @@ def start_app(
 
 
 def app_opts(args: argparse.Namespace) -> list[str]:
-    """``--app-opt=--NAME=VALUE`` options as the Java application's ``--NAME VALUE``."""
-    out: list[str] = []
+    """``--app-opt=--NAME=VALUE`` options as the Java application's ``--NAME VALUE``, and
+    ``--guarantee`` as its ``processing.guarantee``."""
+    out: list[str] = [
+        "--config",
+        f"processing.guarantee={getattr(args, 'guarantee', None) or 'at_least_once'}",
+    ]
     for opt in args.app_opt:
         name, _, value = opt.partition("=")
         out += [name, value]
@@ -1159,6 +1165,12 @@ def main() -> None:
     )
     parser.add_argument("--skip-enrichment", action="store_true")
     parser.add_argument("--skip-games", action="store_true")
+    parser.add_argument(
+        "--guarantee",
+        choices=("at_least_once", "exactly_once_v2"),
+        default="at_least_once",
+        help="Kafka Streams' processing.guarantee",
+    )
     args = parser.parse_args()
 
     jar = ensure_jar()

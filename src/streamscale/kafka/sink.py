@@ -256,6 +256,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
                     self.options.topic,
                     unit,
                     batch_id,
+                    produce_rows,
                     self.options.marker_topic,
                 )
             )

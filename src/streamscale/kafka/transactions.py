@@ -49,7 +49,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -349,6 +349,7 @@ def write_transactional(
     default_topic: str | None,
     unit: Unit,
     batch_id: int,
+    produce_rows: Callable[[Any, Any, str | None, list[str]], int],
     marker_topic: str = MARKER_TOPIC,
 ) -> int:
     """Write Arrow batches of sink rows for ``unit`` in ONE transaction with its marker;
@@ -358,10 +359,9 @@ def write_transactional(
     kept producer fenced since its last use learns it there, and is replaced (once) by a new
     one, which reads the marker again. Any failure after that aborts the transaction, drops
     the producer and raises :class:`DeliveryError` (the task fails; its retry, or the
-    replayed batch, starts over with the same id).
+    replayed batch, starts over with the same id). ``produce_rows(producer, batch, topic,
+    failures)`` hands one Arrow batch to the producer (the sink's).
     """
-    from streamscale.kafka.sink import produce_rows
-
     first = next(batches, None)
     if first is None:
         return 0
@@ -417,91 +417,3 @@ def write_transactional(
         keep_producer(kafka, holder)
         return count
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-# --- users' own queries: a foreachBatch writer ----------------------------------------------
-
-
-def check_deterministic(df: Any, source_options: Mapping[str, str] | None = None) -> None:
-    """Refuse (:class:`NotExactError`, one line) a micro-batch whose rows per partition may
-    differ on a replay: non-deterministic expressions, a round-robin repartition without
-    Spark's sort, ``minPartitions`` on the source."""
-    options = {str(k).lower(): v for k, v in (source_options or {}).items()}
-    if options.get("minpartitions"):
-        raise NotExactError(
-            "exactly-once output refuses minPartitions on the source (its splits change with "
-            "the option and the executors): unset minPartitions"
-        )
-    execution = df._jdf.queryExecution()
-    if not execution.optimizedPlan().deterministic():
-        raise NotExactError(
-            "exactly-once output needs a deterministic micro-batch: the DataFrame has a "
-            "non-deterministic expression (rand, uuid, shuffle...): remove it or seed it per row"
-        )
-    conf = df.sparkSession.conf.get("spark.sql.execution.sortBeforeRepartition", "true")
-    plan = execution.optimizedPlan().toString()
-    if conf.lower() == "false" and "Repartition " in plan:
-        raise NotExactError(
-            "exactly-once output refuses repartition(n) without columns while "
-            "spark.sql.execution.sortBeforeRepartition=false: repartition by columns"
-        )
-
-
-@dataclass(frozen=True)
-class _WriteTask:
-    """What each task of :class:`ExactlyOnceWriter` runs (pickled to the executors)."""
-
-    sink_options: Mapping[str, str]
-
-    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
-        from streamscale.kafka.sink import write_rows
-
-        count = write_rows(self.sink_options, batches)
-        yield pa.RecordBatch.from_pydict({"records": [count]})
-
-
-class ExactlyOnceWriter:
-    """A ``foreachBatch`` function writing each micro-batch to Kafka exactly once::
-
-        query = (df.select("key", "value")
-                 .writeStream.foreachBatch(ExactlyOnceWriter({
-                     "kafka.bootstrap.servers": "host:9092", "topic": "out"}))
-                 .option("checkpointLocation", ...).start())
-
-    Columns as the Kafka sink's (``value``, ``key``, ``topic``, ``partition``, ``headers``).
-    ``role`` names this write within the query (two writers in one query need two roles).
-    ``source_options``: the query's reader options, checked for what cannot be exact.
-    Readers of the output must use ``isolation.level=read_committed``.
-    """
-
-    def __init__(
-        self,
-        options: Mapping[str, str],
-        role: str = "foreachBatch",
-        source_options: Mapping[str, str] | None = None,
-    ) -> None:
-        self.options = {**options, "delivery": "exactly-once", "transactionalRole": role}
-        self.source_options = dict(source_options or {})
-        check_deterministic_options(self.source_options)
-
-    def __call__(self, df: Any, batch_id: int) -> None:
-        check_deterministic(df, self.source_options)
-        sc = df.sparkSession.sparkContext
-        running = sc.getLocalProperty(BATCH_ID_PROPERTY)
-        if running is None or int(running) != batch_id:
-            raise NotExactError(
-                f"ExactlyOnceWriter runs inside foreachBatch of a streaming query (batch "
-                f"{batch_id}, running batch {running})"
-            )
-        df.mapInArrow(_WriteTask(self.options), "records BIGINT").collect()
-
-
-def check_deterministic_options(source_options: Mapping[str, str]) -> None:
-    """The source-option part of :func:`check_deterministic`, checked at construction."""
-    if any(str(k).lower() == "minpartitions" and v for k, v in source_options.items()):
-        raise NotExactError(
-            "exactly-once output refuses minPartitions on the source (its splits change with "
-            "the option and the executors): unset minPartitions"
-        )

@@ -236,7 +236,12 @@ class PipelineProcess:
             stderr=self._log,
             text=True,
             cwd=HERE,
-            env={**os.environ, "PYTHONPATH": str(HERE)},
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(
+                    p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p
+                ),
+            },
             start_new_session=True,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)

@@ -24,6 +24,8 @@ from streamscale.errors import KafkaRequestError
 from streamscale.kafka import broker as embedded
 from streamscale.kafka import transactions as tx
 from streamscale.kafka.admin import KafkaAdmin
+from streamscale.kafka.exactly_once import ExactlyOnceWriter, check_deterministic
+from streamscale.kafka.sink import produce_rows
 from streamscale.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
@@ -65,7 +67,7 @@ def test_a_zombie_task_is_fenced_by_its_retry_and_its_records_aborted(
 
     def zombie() -> None:
         try:
-            tx.write_transactional(kafka, slow(), None, unit, 0)
+            tx.write_transactional(kafka, slow(), None, unit, 0, produce_rows)
         except BaseException as exc:  # fenced: expected
             zombie_error.append(exc)
 
@@ -73,13 +75,17 @@ def test_a_zombie_task_is_fenced_by_its_retry_and_its_records_aborted(
     thread.start()
     time.sleep(3)  # its first 500 records are sent within its open transaction
     # The retry (another producer, same transactional id) fences it and writes the batch.
-    retried = tx.write_transactional(kafka, iter([rows(topic, range(0, 1000))]), None, unit, 0)
+    retried = tx.write_transactional(
+        kafka, iter([rows(topic, range(0, 1000))]), None, unit, 0, produce_rows
+    )
     release.set()
     thread.join(90)
     assert retried == 1000
     assert zombie_error and isinstance(zombie_error[0], KafkaRequestError), zombie_error
     # The same batch again (a replay): skipped by the marker.
-    again = tx.write_transactional(kafka, iter([rows(topic, range(0, 1000))]), None, unit, 0)
+    again = tx.write_transactional(
+        kafka, iter([rows(topic, range(0, 1000))]), None, unit, 0, produce_rows
+    )
     assert again == 0
     committed = Counter(m.key() for m in read(broker.bootstrap, topic, "read_committed"))
     uncommitted = read(broker.bootstrap, topic, "read_uncommitted")
@@ -119,7 +125,7 @@ def test_foreach_batch_writer_skips_a_batch_replayed_after_its_commit(
             .select("key", F.upper(F.col("value").cast("string")).alias("value"))
         )
         query = (
-            df.writeStream.foreachBatch(tx.ExactlyOnceWriter(writer_options))
+            df.writeStream.foreachBatch(ExactlyOnceWriter(writer_options))
             .option("checkpointLocation", str(checkpoint))
             .trigger(availableNow=True)
             .start()
@@ -142,10 +148,10 @@ def test_foreach_batch_writer_skips_a_batch_replayed_after_its_commit(
 
     # What cannot be exact is refused in one line.
     with pytest.raises(tx.NotExactError, match="minPartitions"):
-        tx.ExactlyOnceWriter(writer_options, source_options={"minPartitions": "8"})
+        ExactlyOnceWriter(writer_options, source_options={"minPartitions": "8"})
     with pytest.raises(tx.NotExactError, match="non-deterministic"):
-        tx.check_deterministic(spark.range(3).withColumn("r", F.rand()))
-    tx.check_deterministic(spark.range(3).repartition(2, "id"))
+        check_deterministic(spark.range(3).withColumn("r", F.rand()))
+    check_deterministic(spark.range(3).repartition(2, "id"))
 
 
 def report(result: FaultResult) -> None:
