@@ -367,15 +367,18 @@ class FaultResult:
 
     def row(self) -> str:
         r = self.reconciliation
+        aborted = f"{self.aborted:,}" if self.delivery == "exactly-once" else "-"
         return (
-            f"| {self.scenario} | {r.records_in:,} | {r.out:,} | {r.dead_lettered:,} | "
-            f"{r.duplicated:,} (bound {self.duplicate_bound:,}) | {self.lost} |"
+            f"| {self.scenario} | {self.delivery} | {r.records_in:,} | {r.out:,} | "
+            f"{r.dead_lettered:,} | {r.duplicated:,} (bound {self.duplicate_bound:,}) | "
+            f"{self.lost} | {aborted} |"
         )
 
 
 TABLE_HEADER = (
-    "| scenario | records in | out | dead-lettered | duplicated | lost |\n"
-    "| --- | ---: | ---: | ---: | ---: | ---: |"
+    "| scenario | delivery | records in | out | dead-lettered | duplicated | lost "
+    "| aborted (read_uncommitted) |\n"
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 )
 
 
