@@ -343,6 +343,19 @@ def _abort(holder: TxnProducer) -> None:
 FLUSH_TIMEOUT_S: Final = 120.0
 
 
+def kafka_reason(exc: BaseException) -> str:
+    """The Kafka error behind ``exc``: a fenced producer's delivery callback may surface as
+    a Python ``SystemError`` whose context holds the ``KafkaException`` that says why."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            break
+        if type(seen).__name__ == "KafkaException":
+            return str(seen)
+        seen = seen.__cause__ or seen.__context__
+    return str(exc)
+
+
 def write_transactional(
     kafka: Mapping[str, Any],
     batches: Iterator[Any],
@@ -412,7 +425,9 @@ def write_transactional(
             _close(holder)
             if isinstance(exc, DeliveryError):
                 raise
-            raise DeliveryError(f"{tid}: batch {batch_id} not committed: {exc}") from exc
+            raise DeliveryError(
+                f"{tid}: batch {batch_id} not committed: {kafka_reason(exc)}"
+            ) from exc
         holder.committed = batch_id
         keep_producer(kafka, holder)
         return count
