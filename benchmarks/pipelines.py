@@ -808,10 +808,12 @@ def main() -> None:
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
     )
     args = parser.parse_args()
-    wanted = args.delivery or ["at-least-once"]
-    args.deliveries = [
-        d for d in ("at-least-once", "exactly-once") if d in wanted or "both" in wanted
-    ]
+    # In the order given ("both": at-least-once first), each once.
+    args.deliveries = []
+    for d in args.delivery or ["at-least-once"]:
+        for one in ("at-least-once", "exactly-once") if d == "both" else (d,):
+            if one not in args.deliveries:
+                args.deliveries.append(one)
     args.batch = args.batch or math.ceil(args.purchases / (STEADY_BATCHES + 3))
     args.game_batch = args.game_batch or max(1, math.ceil(2 * args.frames / (STEADY_BATCHES + 3)))
     # kstreams.py's options that this benchmark keeps at their defaults
