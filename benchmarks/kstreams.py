@@ -14,7 +14,9 @@ before the game-sessions run; ``--bad`` adds malformed records of every kind to 
 dead-letter paths), then for each pipeline:
 
 1. runs the application (``java -Xmx1g -jar``, ``num.stream.threads`` = ``--threads``,
-   at-least-once, RocksDB state under a temporary directory, a new ``application.id``) as a
+   ``processing.guarantee`` = ``--guarantee`` (``at_least_once`` by default, or
+   ``exactly_once_v2``), RocksDB state under a temporary directory, a new
+   ``application.id``) as a
    subprocess until all input is processed (its counters on stdout, the output topics' end
    offsets; bounded), then stops it by PID (SIGTERM, then SIGKILL);
 2. checks every output record and dead letter, byte for byte, against the reference: what the
@@ -1197,7 +1199,7 @@ def main() -> None:
             )
 
     print(
-        f"\nKafka Streams 4.1.1, {args.threads} stream threads, at-least-once, RocksDB; "
+        f"\nKafka Streams 4.1.1, {args.threads} stream threads, {args.guarantee}, RocksDB; "
         f"median of {args.runs} run(s), every output checked against the reference"
     )
     print(
