@@ -66,6 +66,8 @@ class ExactlyOnceWriter:
     Columns as the Kafka sink's (``value``, ``key``, ``topic``, ``partition``, ``headers``).
     ``role`` names this write within the query (two writers in one query need two roles).
     ``source_options``: the query's reader options, checked for what cannot be exact.
+    ``units``: transactional ids per batch (the rows are hash-partitioned by every column
+    into this many tasks); keep it fixed for a checkpoint.
     Readers of the output must use ``isolation.level=read_committed``.
     """
 
@@ -74,10 +76,14 @@ class ExactlyOnceWriter:
         options: Mapping[str, str],
         role: str = "foreachBatch",
         source_options: Mapping[str, str] | None = None,
+        units: int = 8,
     ) -> None:
         self.options = {**options, "delivery": "exactly-once", "transactionalRole": role}
         self.source_options = dict(source_options or {})
         check_deterministic_options(self.source_options)
+        if units < 1:
+            raise NotExactError(f"units must be at least 1, got {units}")
+        self.units = units
 
     def __call__(self, df: Any, batch_id: int) -> None:
         check_deterministic(df, self.source_options)
@@ -88,7 +94,11 @@ class ExactlyOnceWriter:
                 f"ExactlyOnceWriter runs inside foreachBatch of a streaming query (batch "
                 f"{batch_id}, running batch {running})"
             )
-        df.mapInArrow(_WriteTask(self.options), "records BIGINT").collect()
+        # Hash-partitioned by every column into a fixed number of units: the same rows go to
+        # the same unit on a replay (a scan's partitions, Kafka's included, may come in
+        # another order after a restart).
+        spread = df.repartition(self.units, *df.columns)
+        spread.mapInArrow(_WriteTask(self.options), "records BIGINT").collect()
 
 
 def check_deterministic_options(source_options: Mapping[str, str]) -> None:

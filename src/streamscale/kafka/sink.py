@@ -237,8 +237,10 @@ def close_kept_producers(timeout_s: float = 5.0) -> int:
 class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
     """Writes each task's rows with an idempotent ``acks=all`` producer."""
 
-    def __init__(self, options: SinkOptions) -> None:
+    def __init__(self, options: SinkOptions, unit: str | None = None) -> None:
         self.options = options
+        self.unit = unit
+        """Exactly-once: the name of this write's unit (default: the task partition)."""
 
     def write(self, iterator: Iterator[Any]) -> SinkCommit:
         with collector_paused():
@@ -248,7 +250,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         if self.options.delivery == "exactly-once":
             from streamscale.kafka import transactions
 
-            unit, batch_id = transactions.current_unit(self.options.role)
+            unit, batch_id = transactions.current_unit(self.options.role, self.unit)
             return SinkCommit(
                 transactions.write_transactional(
                     self.options.kafka,
@@ -289,17 +291,21 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         log.warning("batch %d aborted; Spark will replay it (at-least-once)", batchId)
 
 
-def write_rows(sink_options: Mapping[str, str], batches: Iterable[Any]) -> int:
+def write_rows(
+    sink_options: Mapping[str, str], batches: Iterable[Any], unit: str | None = None
+) -> int:
     """Write Arrow batches of sink rows (``key, value, topic[, headers]``) with the sink's
     producer, outside a streaming query (a task or the driver); records delivered.
 
     The same delivery checks as the sink: a record not acknowledged raises
-    :class:`.client.DeliveryError`.
+    :class:`.client.DeliveryError`. With ``delivery=exactly-once``, ``unit`` names the
+    write's transactional unit (:func:`.transactions.input_unit`; default the task
+    partition, which only a shuffle's output keeps on a replay).
     """
     batches = iter(batches)
     first = next(batches, None)
     if first is None:
         return 0
     options = parse_sink(sink_options, first.schema.names)
-    commit = KafkaStreamWriter(options).write(itertools.chain([first], batches))
+    commit = KafkaStreamWriter(options, unit).write(itertools.chain([first], batches))
     return commit.records

@@ -43,13 +43,14 @@ marker read are the I/O at the edge.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -82,12 +83,45 @@ class Unit:
 
     query_id: str
     role: str
-    partition: int
+    partition: int | str
+    """The task partition, or a name of the task's input (:func:`input_unit`)."""
 
     @property
     def transactional_id(self) -> str:
         where = "driver" if self.partition == DRIVER_PARTITION else str(self.partition)
         return f"streamscale-{self.query_id}-{self.role}-{where}"
+
+
+def input_unit(pairs: Iterable[tuple[str, int]]) -> str:
+    """A task's unit named by the Kafka topic-partitions it read: ``topic-p`` for one,
+    ``pN`` for partition N of several topics (a co-partitioned read), else a digest.
+
+    Spark's connector does NOT plan a batch's topic-partitions in the same order on a replay
+    after a restart (measured: a unit numbered by the task partition then holds another
+    topic-partition's rows, and the marker skips the wrong ones): a task that reads Kafka
+    directly is named by what it read, which the offset log fixes."""
+    found = sorted(set(pairs))
+    if len(found) == 1:
+        return f"{found[0][0]}-{found[0][1]}"
+    numbers = {p for _, p in found}
+    if len(numbers) == 1:
+        return f"p{numbers.pop()}"
+    text = ",".join(f"{t}:{p}" for t, p in found)
+    return "h" + hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def arrow_input_pairs(batch: Any) -> set[tuple[str, int]]:
+    """The distinct ``(topic, partition)`` of an Arrow batch of source rows."""
+    import pyarrow.compute as pc
+
+    topics = batch.column(batch.schema.names.index("topic"))
+    parts = batch.column(batch.schema.names.index("partition"))
+    pairs = pc.unique(pc.binary_join_element_wise(topics, pc.cast(parts, "string"), "\x00"))
+    out = set()
+    for text in pairs.to_pylist():
+        topic, _, part = str(text).rpartition("\x00")
+        out.add((topic, int(part)))
+    return out
 
 
 def marker_partition(transactional_id: str, partitions: int) -> int:
@@ -127,9 +161,10 @@ def parse_delivery(value: str | None) -> Delivery:
 # --- where a write runs: the unit and batch of the current task -----------------------------
 
 
-def current_unit(role: str) -> tuple[Unit, int]:
+def current_unit(role: str, part: str | None = None) -> tuple[Unit, int]:
     """The unit and batch id of the running Spark task (or of the driver in a micro-batch),
-    from the local properties Spark's micro-batch execution sets."""
+    from the local properties Spark's micro-batch execution sets; ``part`` names the unit
+    (:func:`input_unit`) instead of the task partition."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -149,7 +184,7 @@ def current_unit(role: str) -> tuple[Unit, int]:
             "delivery=exactly-once writes from a streaming micro-batch only (no batch id "
             "here): write from foreachBatch or the streaming sink, or use at-least-once"
         )
-    return Unit(str(query), role, partition), int(batch)
+    return Unit(str(query), role, partition if part is None else part), int(batch)
 
 
 # --- I/O: the marker topic, the marker read, kept transactional producers -------------------

@@ -69,12 +69,13 @@ the project's reader (:func:`read_referential`) whichever source the stream uses
 Delivery is at-least-once by default, as with the Kafka sink: a batch replayed after a crash
 may repeat its output, never lose it. With ``delivery=exactly-once`` each task, and the
 driver for the referential's dead letters, writes in one Kafka transaction per batch
-(:mod:`streamscale.kafka.transactions`, roles ``tasks`` and ``driver``): the batch's
-partitions are one per purchase topic-partition with records, fixed by the offset log.
+(:mod:`streamscale.kafka.transactions`, roles ``tasks`` and ``driver``): a task's unit is
+the purchase topic-partition it reads, whose offset range the offset log fixes.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -250,20 +251,24 @@ class EnrichTask:
 
         from streamscale.kafka.collector import collector_paused
         from streamscale.kafka.sink import write_rows
+        from streamscale.kafka.transactions import arrow_input_pairs, input_unit
         from streamscale.pipelines import purchase_batches as pb
 
         out = pb.Enriched()
         table = self.table.value
+        # The write's unit is the purchase topic-partition the task reads (one a task).
+        first = next((b for b in batches if b.num_rows), None)
+        unit = None if first is None else input_unit(arrow_input_pairs(first))
 
         def rows() -> Iterator[Any]:
-            for batch in batches:
+            for batch in [] if first is None else itertools.chain([first], batches):
                 if batch.num_rows:
                     yield pb.enrich(batch, table, self.versions, self.topics.output, out)
             if out.dead:
                 yield dl.dead_letter_batch(out.dead, self.topics.dlq)
 
         with collector_paused():
-            write_rows(self.sink_options, rows())
+            write_rows(self.sink_options, rows(), unit)
         result = {"counts": out.counts, "newest": out.newest}
         yield pa.RecordBatch.from_pydict({"counts": [json.dumps(result)]})
 

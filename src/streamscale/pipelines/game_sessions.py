@@ -47,8 +47,8 @@ The driver keeps nothing a restart needs: a restarted query is Spark's restart f
 checkpoint (offsets, state store), which replays the uncommitted batch. Output and dead
 letters are at-least-once by default (a replayed batch may repeat them); counts and state
 are exact. With ``delivery=exactly-once`` each task writes in one Kafka transaction per batch
-(:mod:`streamscale.kafka.transactions`): role ``dlq`` in step 1, whose partitions are the
-source's (one per partition number, fixed by the offset log), and ``sessions`` in step 3,
+(:mod:`streamscale.kafka.transactions`): role ``dlq`` in step 1, each task's unit named by
+the topic-partitions it read (fixed by the offset log), and ``sessions`` in step 3,
 whose partitions are the state's shuffle partitions (a hash of the machine; the state
 store and the watermark of a replayed batch are those of its first run).
 
@@ -130,19 +130,24 @@ class BatchTask:
 
         from streamscale.kafka.collector import collector_paused
         from streamscale.kafka.sink import write_rows
+        from streamscale.kafka.transactions import arrow_input_pairs, input_unit
         from streamscale.pipelines import frame_batches as fb
 
         with collector_paused():
             out = fb.Frames()
+            read: set[tuple[str, int]] = set()
             for batch in batches:
                 if not batch.num_rows:
                     continue
+                read |= arrow_input_pairs(batch)
                 is_request = pc.equal(batch.column("topic"), self.requests)
                 fb.read_frames(batch.filter(is_request), out)
                 fb.read_approvals(batch.filter(pc.invert(is_request)), out, self.window_ms)
             paired = fb.pair(out.frames + out.approvals)
             if out.dead:
-                write_rows(self.sink_options, [dl.dead_letter_batch(out.dead, self.dlq)])
+                # The unit is named by the topic-partitions read (the offset log fixes them).
+                batch = dl.dead_letter_batch(out.dead, self.dlq)
+                write_rows(self.sink_options, [batch], input_unit(read))
             counts = dict(out.counts)
             for name, n in paired.counts.items():
                 counts[name] = counts.get(name, 0) + n

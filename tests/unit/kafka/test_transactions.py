@@ -91,3 +91,35 @@ def test_parse_delivery() -> None:
     assert tx.parse_delivery("exactly-once") == "exactly-once"
     with pytest.raises(ConfigError):
         tx.parse_delivery("x")
+
+
+@pytest.mark.parametrize(
+    ("pairs", "unit"),
+    [
+        ([("achats", 2)], "achats-2"),
+        ([("achats", 2), ("achats", 2)], "achats-2"),
+        ([("RQ", 1), ("RS", 1)], "p1"),
+    ],
+)
+def test_a_task_reading_kafka_is_named_by_what_it_read(
+    pairs: list[tuple[str, int]], unit: str
+) -> None:
+    assert tx.input_unit(pairs) == unit
+    assert tx.input_unit(reversed(pairs)) == unit  # whatever the order
+
+
+@given(st.sets(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 5)), min_size=1))
+def test_input_units_are_order_free_and_tell_sets_apart(pairs: set[tuple[str, int]]) -> None:
+    ordered = sorted(pairs)
+    assert tx.input_unit(ordered) == tx.input_unit(reversed(ordered))
+    other = pairs | {("z", 9)}
+    assert tx.input_unit(other) != tx.input_unit(pairs)
+
+
+def test_arrow_input_pairs() -> None:
+    import pyarrow as pa
+
+    batch = pa.RecordBatch.from_pydict(
+        {"topic": ["a", "a", "b"], "partition": pa.array([1, 1, 1], pa.int32())}
+    )
+    assert tx.arrow_input_pairs(batch) == {("a", 1), ("b", 1)}
