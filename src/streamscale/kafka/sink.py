@@ -2,10 +2,11 @@
 
 Columns: ``value`` (required, string or binary), ``key``, ``topic`` (or option ``topic``),
 ``partition``, ``headers`` (array of ``{key: string, value: binary}``). Delivery is
-at-least-once by default (option ``delivery=exactly-once``: each task writes in one Kafka
-transaction, :mod:`.transactions`): each task flushes its producer and fails if any record
-was not acknowledged, so a failed task is retried and a replayed micro-batch may repeat
-output, but nothing is lost.
+at-least-once: each task flushes its producer and fails if any record was not acknowledged,
+so a failed task is retried and a replayed micro-batch may repeat output, but nothing is
+lost. :func:`write_rows` (the pipelines' writer) takes option ``delivery=exactly-once``:
+each task writes in one Kafka transaction (:mod:`.transactions`); the data source sink
+refuses it (:mod:`.exactly_once` is the writer for users' queries).
 
 A Python worker keeps its producer for the next task with the same connection
 (:func:`reused_producer`): a new idempotent producer costs about 0.5 s before its first

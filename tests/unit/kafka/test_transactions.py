@@ -123,3 +123,17 @@ def test_arrow_input_pairs() -> None:
         {"topic": ["a", "a", "b"], "partition": pa.array([1, 1, 1], pa.int32())}
     )
     assert tx.arrow_input_pairs(batch) == {("a", 1), ("b", 1)}
+
+
+def test_the_data_source_sink_refuses_exactly_once_in_one_line() -> None:
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from streamscale.kafka.datasource import KafkaDataSource
+
+    source = KafkaDataSource(
+        {"kafka.bootstrap.servers": "h:1", "topic": "t", "delivery": "exactly-once"}
+    )
+    schema = StructType([StructField("value", BinaryType())])
+    with pytest.raises(tx.NotExactError, match="ExactlyOnceWriter") as caught:
+        source.streamWriter(schema, False)
+    assert "\n" not in str(caught.value)
