@@ -241,6 +241,9 @@ def read_marker(
             "isolation.level": "read_committed",
             "enable.partition.eof": True,
             "fetch.queue.backoff.ms": 10,
+            # At the end of the partition a fetch waits this long for more (500 ms by
+            # default): a new producer reads its marker on the task's path.
+            "fetch.wait.max.ms": 10,
         }
     )
     found: int | None = None
