@@ -15,11 +15,18 @@ and notes. Everything it starts is stopped by PID.
     .venv/bin/python benchmarks/faults.py --only executor,driver   # some families
     .venv/bin/python benchmarks/faults.py --hosts         # on hosts of their own (root), ~8 min
     .venv/bin/python benchmarks/faults.py --hosts --quick # the multi-host tests' sizes
+    .venv/bin/python benchmarks/faults.py --delivery both  # at-least-once and exactly-once
 
 ``--hosts`` runs the scenarios of ``tests/integration/hosts/host_scenarios.py`` instead: three
 brokers, a Spark Master, two Workers and the driver each in a network namespace of its own
 (root and ``ip`` needed), the enrichment pipeline with the autoscaler under a burst, a worker's
 host cut off mid-batch, the brokers' leader cut off from the others, a worker's host lost.
+
+
+With ``--delivery exactly-once`` (or ``both``) the pipeline writes in Kafka transactions
+(issue 25): outputs are read back ``read_committed`` and must hold no duplicate; the records
+of aborted transactions (seen by ``read_uncommitted`` only) are counted. The two-brokers-down
+scenario runs at-least-once only.
 
 Exit status 1 if anything was lost or duplicates exceed their bound.
 """
@@ -131,7 +138,14 @@ def main() -> int:
     parser.add_argument(
         "--only", default=",".join(FAMILIES), help=f"scenario families: {', '.join(FAMILIES)}"
     )
+    parser.add_argument(
+        "--delivery",
+        choices=("at-least-once", "exactly-once", "both"),
+        default="at-least-once",
+        help="the pipeline's output delivery (both: every scenario in each mode)",
+    )
     args = parser.parse_args()
+    deliveries = ["at-least-once", "exactly-once"] if args.delivery == "both" else [args.delivery]
     only = {f.strip() for f in args.only.split(",") if f.strip()}
     if only - set(FAMILIES):
         parser.error(f"unknown families {sorted(only - set(FAMILIES))}: choose from {FAMILIES}")
@@ -157,34 +171,45 @@ def main() -> int:
                 print(f"cluster {cluster.bootstrap}", flush=True)
             if "broker" in only:
                 leader_opts = {} if args.quick else LONG["leader"]
-                done(leader_killed(cluster, work, **leader_opts, timeout_s=900))
-                down_opts = {} if args.quick else LONG["two_down"]
-                done(two_brokers_down(cluster, work, **down_opts, timeout_s=900))
+                for delivery in deliveries:
+                    done(
+                        leader_killed(
+                            cluster, work, **leader_opts, timeout_s=900, delivery=delivery
+                        )
+                    )
+                if "at-least-once" in deliveries:
+                    down_opts = {} if args.quick else LONG["two_down"]
+                    done(two_brokers_down(cluster, work, **down_opts, timeout_s=900))
             if "executor" in only:
                 with standalone.local_cluster(
                     work / "spark", workers=1, cores=2, memory="1g"
                 ) as spark_cluster:
                     opts = {} if args.quick else LONG["executor"]
-                    for result in executor_faults(
-                        cluster, spark_cluster, work, **opts, timeout_s=900
-                    ):
-                        done(result)
-            if "driver" in only:
+                    for delivery in deliveries:
+                        for result in executor_faults(
+                            cluster, spark_cluster, work, **opts, timeout_s=900, delivery=delivery
+                        ):
+                            done(result)
+            for delivery in deliveries if "driver" in only else []:
                 opts = {} if args.quick else LONG["driver"]
-                run = driver_kills(cluster, work, **opts, timeout_s=900)
+                if args.quick:
+                    opts = {"plan": ("before-commit", "tasks", "random")}
+                run = driver_kills(cluster, work, **opts, timeout_s=900, delivery=delivery)
                 done(run.result)
+                notes: list[str] = []
                 if run.reference is not None:
-                    driver_notes.append(f"reference check: {run.reference.summary()}")
-                driver_notes.append(
+                    notes.append(f"reference check: {run.reference.summary()}")
+                notes.append(
                     f"repeated output records differing from their first copy: "
                     f"{run.differing_copies}"
                 )
-                driver_notes += [
+                notes += [
                     f"killed at {k.point} in batch {k.batch} ({k.restart_s:.0f} s after its "
                     f"start), in flight {sorted(k.in_flight)}"
                     for k in run.kills
                 ]
-                run.result.notes += driver_notes
+                run.result.notes += notes
+                driver_notes += notes
     print()
     print(TABLE_HEADER)
     for result in results:
@@ -206,6 +231,7 @@ def main() -> int:
         for r in results
         if r.lost
         or r.reconciliation.duplicated > r.duplicate_bound
+        or (r.delivery == "exactly-once" and r.reconciliation.duplicated > r.input_duplicated)
         or r.reconciliation.unexpected
         or r.input_duplicated_acked
         or "outside" in r.errors

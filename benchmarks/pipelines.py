@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/pipelines.py [--purchases 1000000] [--frames 500000]
         [--products 100000] [--batch N] [--game-batch N] [--skip-quix]
         [--source auto|kafka|streamscale-kafka] [--kstreams] [--threads 2] [--runs 1]
+        [--delivery at-least-once|exactly-once|both] [--guarantee exactly_once_v2]
 
 Fills the topics first (the generators' record builders, seeded), then measures, each
 reading everything from the earliest offset and writing its output to its own Kafka topics
@@ -18,6 +19,12 @@ reading everything from the earliest offset and writing its output to its own Ka
   sessions are appended only after every other engine has read the frames. Spark's game
   sessions then read the same sentinels in a restart of each query from its checkpoint, so
   that their output, too, is complete and checked in full.
+
+``--delivery both`` runs each Spark pipeline at-least-once and exactly-once (Kafka
+transactions, outputs read back ``read_committed``) side by side in one session;
+``--guarantee exactly_once_v2`` sets Kafka Streams' ``processing.guarantee``. With
+exactly-once, the latency read from the output's ``LogAppendTime`` is the append's, and a
+record becomes visible at its transaction's commit, right after its task's last append.
 
 ``--source`` chooses how both Spark pipelines read Kafka (``auto``: each pipeline's default);
 repeated (``--source kafka --source streamscale-kafka``), each pipeline runs once per value
@@ -405,17 +412,18 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
             [et.purchases, et.referential, *outputs, gt.requests, gt.approvals],
             compact=[et.referential],
         )
-        sources = args.source or ["auto"]
+        # Each Spark pipeline runs once per (source, delivery), in one Spark session.
+        combos = [(src, d) for src in (args.source or ["auto"]) for d in args.deliveries]
         # Every engine writes its own output topics, stamped by the broker (LogAppendTime), so
         # that each output can be checked alone and its latency read from its timestamps.
         log_append = {"message.timestamp.type": "LogAppendTime"}
         spark_et = [
             dataclasses.replace(et, output=f"{et.output}-{i}", dlq=f"{et.dlq}-{i}")
-            for i in range(len(sources))
+            for i in range(len(combos))
         ]
         spark_gt = [
             dataclasses.replace(gt, output=f"{gt.output}-{i}", dlq=f"{gt.dlq}-{i}")
-            for i in range(len(sources))
+            for i in range(len(combos))
         ]
         ks_et = dataclasses.replace(et, output=f"ks-{et.output}", dlq=f"ks-{et.dlq}")
         ks_gt = dataclasses.replace(gt, output=f"ks-{gt.output}", dlq=f"ks-{gt.dlq}")
@@ -485,11 +493,12 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
             extra = dict(item.split("=", 1) for item in args.conf)
             spark = session(settings, app_name="bench-pipelines", extra_conf=extra)
             ckpt = Path(tmp) / "ckpt"
-            closing: list[tuple[int, str | None, str]] = []
-            for i, choice in enumerate([] if args.skip_enrichment else sources):
+            closing: list[tuple[int, str | None, str, str]] = []
+            for i, (choice, delivery) in enumerate([] if args.skip_enrichment else combos):
                 source = None if choice == "auto" else choice
                 topics_i = spark_et[i]
-                enrichment = Enrichment(settings, str(ckpt / f"enrichment-{i}"), topics_i, source)
+                settings_i = settings.model_copy(update={"delivery": delivery})
+                enrichment = Enrichment(settings_i, str(ckpt / f"enrichment-{i}"), topics_i, source)
                 print(f"enrichment reads with {enrichment.source}", flush=True)
                 query, sr = run_spark(spark, enrichment)
                 en = spark_rates(query, sr.wall_s)
@@ -500,7 +509,7 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
                     f"{int(en['batches'])} batches",
                     flush=True,
                 )
-                name = f"enrichment, Spark {enrichment.source}"
+                name = f"enrichment, Spark {enrichment.source}, {delivery} #{i}"
                 row = spark_row(en, sr, f"{int(en['batches']) - 1} steady batches")
                 check, written = check_enrichment(ks, admin, topics_i, ref_e, name)
                 print(f"  {check.summary()}", flush=True)
@@ -510,12 +519,11 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
                 rows[name] = row
 
             game_settings = settings.model_copy(update={"max_offsets_per_trigger": args.game_batch})
-            for i, choice in enumerate([] if args.skip_games else sources):
+            for i, (choice, delivery) in enumerate([] if args.skip_games else combos):
                 source = None if choice == "auto" else choice
                 topics_i = spark_gt[i]
-                pipeline = GameSessions(
-                    game_settings, str(ckpt / f"sessions-{i}"), topics_i, source
-                )
+                game_i = game_settings.model_copy(update={"delivery": delivery})
+                pipeline = GameSessions(game_i, str(ckpt / f"sessions-{i}"), topics_i, source)
                 print(f"game sessions read with {pipeline.source}", flush=True)
                 games, sr = run_spark(spark, pipeline)
                 gs = spark_rates(games, sr.wall_s)
@@ -532,13 +540,13 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
                     f" sessions closed {totals.get('sessions.closed', 0)}",
                     flush=True,
                 )
-                name = f"game sessions, Spark {pipeline.source}"
+                name = f"game sessions, Spark {pipeline.source}, {delivery} #{i}"
                 row = spark_row(gs, sr, f"{int(gs['batches']) - 1} steady batches")
                 check, written = check_sessions(ks, admin, topics_i, ref_s, watermark_ms, name)
                 print(f"  {check.summary()}", flush=True)
                 row.check = "ok (closed ones)" if check.ok else "FAILED"
                 rows[name] = row
-                closing.append((i, source, name))
+                closing.append((i, source, name, delivery))
             stop_session(spark)
 
             if not args.skip_enrichment:
@@ -577,11 +585,10 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
                 if not args.kstreams:
                     produce_all(settings, ref_s.sentinels_at(0))
                 spark = session(settings, app_name="bench-pipelines-close", extra_conf=extra)
-                for i, source, name in closing:
+                for i, source, name, delivery in closing:
                     topics_i = spark_gt[i]
-                    pipeline = GameSessions(
-                        game_settings, str(ckpt / f"sessions-{i}"), topics_i, source
-                    )
+                    game_i = game_settings.model_copy(update={"delivery": delivery})
+                    pipeline = GameSessions(game_i, str(ckpt / f"sessions-{i}"), topics_i, source)
                     print(f"game sessions, closing run ({pipeline.source})", flush=True)
                     _, sr = run_spark(spark, pipeline)
                     check, written = check_sessions(ks, admin, topics_i, ref_s, 0, name)
@@ -757,6 +764,19 @@ def main() -> None:
         help="Kafka reader of both Spark pipelines (auto, the default: each pipeline's own); "
         "repeat it to run each pipeline once per value, in order, in one Spark session",
     )
+    parser.add_argument(
+        "--delivery",
+        choices=("at-least-once", "exactly-once", "both"),
+        action="append",
+        help="output delivery of both Spark pipelines (default at-least-once); both, or "
+        "repeated: each pipeline runs once per value, side by side in one Spark session",
+    )
+    parser.add_argument(
+        "--guarantee",
+        choices=("at_least_once", "exactly_once_v2"),
+        default="at_least_once",
+        help="Kafka Streams' processing.guarantee (with --kstreams)",
+    )
     parser.add_argument("--skip-quix", action="store_true")
     parser.add_argument(
         "--kstreams",
@@ -785,6 +805,11 @@ def main() -> None:
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
     )
     args = parser.parse_args()
+    # In the order given ("both": at-least-once then exactly-once), repeats kept: alternating
+    # runs in one session show the order's effect (the first query warms the JVM).
+    args.deliveries = []
+    for d in args.delivery or ["at-least-once"]:
+        args.deliveries += ["at-least-once", "exactly-once"] if d == "both" else [d]
     args.batch = args.batch or math.ceil(args.purchases / (STEADY_BATCHES + 3))
     args.game_batch = args.game_batch or max(1, math.ceil(2 * args.frames / (STEADY_BATCHES + 3)))
     # kstreams.py's options that this benchmark keeps at their defaults

@@ -99,6 +99,13 @@ class Settings(BaseSettings):
         "faster end to end for it)",
     )
 
+    delivery: Literal["at-least-once", "exactly-once"] = Field(
+        "at-least-once",
+        description="Output delivery of the pipelines: at-least-once (a replayed micro-batch "
+        "may repeat output) or exactly-once (Kafka transactions with stable transactional "
+        "ids and a marker per batch; readers must set isolation.level=read_committed)",
+    )
+
     # Topics
     replication_factor: int | None = Field(
         None, ge=1, description="Topic replication factor (default: min(3, brokers))"
@@ -193,6 +200,11 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_cross_fields(self) -> Settings:
+        if self.delivery == "exactly-once" and self.min_partitions is not None:
+            raise ConfigError(
+                "delivery=exactly-once cannot be exact with min_partitions (its splits of a "
+                "replayed batch may differ): unset STREAMSCALE_MIN_PARTITIONS"
+            )
         if self.security_protocol.startswith("SASL"):
             if self.sasl_mechanism is None:
                 raise ConfigError(
@@ -234,6 +246,16 @@ class Settings(BaseSettings):
         opts = {f"kafka.{k}": v for k, v in self.kafka_config().items()}
         opts.update(self._read_limits())
         return opts
+
+    def sink_options(self, role: str) -> dict[str, str]:
+        """Options of the pipelines' writer (:func:`streamscale.kafka.sink.write_rows`): the
+        connection, :attr:`delivery`, and ``role``, the writing stage (its transactional ids
+        with exactly-once delivery)."""
+        return {
+            **self.source_options(),
+            "delivery": self.delivery,
+            "transactionalRole": role,
+        }
 
     def kafka_options(self) -> dict[str, str]:
         """Options of Spark's connector (``format("kafka")``) from the same connection settings

@@ -37,6 +37,11 @@ def demo(
         help="How the pipeline reads Kafka: kafka (Spark's connector), streamscale-kafka, or "
         "auto (the pipeline's measured default)",
     ),
+    delivery: str = typer.Option(
+        "at-least-once",
+        help="Output delivery: at-least-once or exactly-once (Kafka transactions; the "
+        "verification reads with isolation.level=read_committed)",
+    ),
 ) -> None:
     """Broker, local Spark cluster, pipeline, autoscaler and load: lag rises, executors are
     added, lag falls, they are given back. Writes report.html, PNGs and summary.json."""
@@ -64,6 +69,7 @@ def demo(
         stabilization_window_s=window,
         seed=seed,
         source=source,
+        delivery=delivery,
     )
     try:
         summary = run_demo(options)

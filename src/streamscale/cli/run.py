@@ -130,6 +130,12 @@ def run(
     starting_offsets: str | None = typer.Option(
         None, "--starting-offsets", help="earliest | latest: where a first run starts"
     ),
+    delivery: str | None = typer.Option(
+        None,
+        "--delivery",
+        help="Output delivery: at-least-once (default) | exactly-once (Kafka transactions; "
+        "readers must set isolation.level=read_committed) (STREAMSCALE_DELIVERY)",
+    ),
     available_now: bool = typer.Option(
         False, "--available-now", help="Process what the topics hold now, then exit"
     ),
@@ -170,6 +176,7 @@ def run(
             starting_offsets=starting_offsets,
             kafka_source=source.value if source else None,
             metrics_port=metrics_port,
+            delivery=delivery,
         )
         elastic = (
             AutoscaleOptions(

@@ -128,6 +128,8 @@ class DemoOptions:
     seed: int = 7
     max_offsets_per_trigger: int = 20_000
     """Short batches keep the lag signal fresh while a backlog drains."""
+    delivery: str = "at-least-once"
+    """Output delivery (``exactly-once``: Kafka transactions, read back ``read_committed``)."""
     source: str = "kafka"
     """How the pipeline reads Kafka: Spark's connector (what users run), ``streamscale-kafka``,
     or ``auto`` (the pipeline's measured default)."""
@@ -237,6 +239,8 @@ def preflight(options: DemoOptions) -> None:
         )
     if options.source not in ("auto", "kafka", "streamscale-kafka"):
         raise DemoError(f"unknown source {options.source!r}: kafka, streamscale-kafka or auto")
+    if options.delivery not in ("at-least-once", "exactly-once"):
+        raise DemoError(f"unknown delivery {options.delivery!r}: at-least-once or exactly-once")
     if options.duration_s < 30:
         raise DemoError("--duration must be at least 30 seconds")
     options.phases()
@@ -337,6 +341,7 @@ def _experiment(
         executor_memory="512m",
         metrics_port=options.metrics_port,
         kafka_source=options.source,
+        delivery=options.delivery,  # type: ignore[arg-type]
     )
     admin = KafkaAdmin(settings.kafka_config())
     stack.callback(admin.close)
@@ -403,7 +408,11 @@ def _experiment(
 
     first_processed: float | None = None
     tasks: dict[str, int] = {}
-    reader = TopicReader(admin, options.partitions)
+    reader = TopicReader(
+        admin,
+        options.partitions,
+        "read_committed" if options.delivery == "exactly-once" else None,
+    )
     reference = Reference(lambda: _reference(options, settings, reader))
     actuator = SparkActuator(spark)
     view = report.LiveView(console, start_epoch=began)
@@ -608,14 +617,16 @@ class TopicReader:
     """Reads topics back whole, each once: the inputs are complete once the load has stopped,
     and both the wait for the output and the verification need them."""
 
-    def __init__(self, admin: KafkaAdmin, partitions: int) -> None:
+    def __init__(self, admin: KafkaAdmin, partitions: int, isolation: str | None = None) -> None:
         self.admin = admin
         self.partitions = partitions
+        self.isolation = isolation
+        """``read_committed`` when the pipeline writes in transactions."""
         self._read: dict[str, list[tuple[Any, Any, int]]] = {}
 
     def __call__(self, topic: str) -> list[tuple[Any, Any, int]]:
         if topic not in self._read:
-            messages = self.admin.read_all(topic, self.partitions)
+            messages = self.admin.read_all(topic, self.partitions, self.isolation)
             self._read[topic] = [(m.key(), m.value(), m.timestamp()[1]) for m in messages]
         return self._read[topic]
 

@@ -290,11 +290,12 @@ def dead_letters_of(messages: Iterable[Any], source_topic: str) -> list[Any]:
 
 
 def reconcile_topics(
-    admin: Any, input_topic: str, output_topic: str, dlq_topic: str
+    admin: Any, input_topic: str, output_topic: str, dlq_topic: str, isolation: str | None = None
 ) -> Reconciliation:
     """:func:`reconcile` over the topics themselves, each read to its end offsets now
-    (``admin`` a :class:`streamscale.kafka.admin.KafkaAdmin`; the one I/O of this module)."""
+    (``admin`` a :class:`streamscale.kafka.admin.KafkaAdmin`; the one I/O of this module);
+    ``isolation`` (``read_committed``) for outputs written in transactions."""
     inputs = admin.read_all(input_topic)
-    outputs = admin.read_all(output_topic)
-    dead = dead_letters_of(admin.read_all(dlq_topic), input_topic)
+    outputs = admin.read_all(output_topic, isolation=isolation)
+    dead = dead_letters_of(admin.read_all(dlq_topic, isolation=isolation), input_topic)
     return reconcile((m.key() for m in inputs), (m.key() for m in outputs), (m.key() for m in dead))

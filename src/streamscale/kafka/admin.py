@@ -199,14 +199,21 @@ class KafkaAdmin:
         "latest" under read_uncommitted, as Spark's connector reads it)."""
         return {tp: high for tp, (_, high) in self._watermarks(tps).items()}
 
-    def read_all(self, topic: str, partitions: int | None = None) -> list[Any]:
+    def read_all(
+        self, topic: str, partitions: int | None = None, isolation: str | None = None
+    ) -> list[Any]:
         """Every record of ``topic`` up to its true end offsets now (librdkafka messages, in
-        arrival order); :class:`KafkaRequestError` if they cannot all be read within the timeout."""
+        arrival order); :class:`KafkaRequestError` if they cannot all be read within the timeout.
+
+        ``isolation`` (``read_committed`` or ``read_uncommitted``) reads a topic written in
+        transactions, where offsets count control records too: up to each partition's end."""
         from confluent_kafka import Consumer
         from confluent_kafka import TopicPartition as CTP
 
         count = self.topics()[topic] if partitions is None else partitions
         ends = self.end_offsets([TopicPartition(topic, p) for p in range(count)])
+        if isolation is not None:
+            return self._read_to_ends(topic, count, ends, isolation)
         want = sum(ends.values())
         consumer = Consumer(
             {**self.conf, "group.id": f"streamscale-read-{uuid.uuid4().hex[:8]}"}
@@ -225,6 +232,43 @@ class KafkaAdmin:
             consumer.close()
         if len(out) < want:
             raise KafkaRequestError(f"could read only {len(out)} of {want} records of {topic}")
+        return out
+
+    def _read_to_ends(self, topic: str, count: int, ends: Offsets, isolation: str) -> list[Any]:
+        from confluent_kafka import Consumer, KafkaError
+        from confluent_kafka import TopicPartition as CTP
+
+        consumer = Consumer(
+            {**self.conf, "group.id": f"streamscale-read-{uuid.uuid4().hex[:8]}"}
+            | {
+                "enable.auto.commit": False,
+                "fetch.queue.backoff.ms": 10,
+                "isolation.level": isolation,
+                "enable.partition.eof": True,
+            }
+        )
+        waiting = {p for p in range(count) if ends.get(TopicPartition(topic, p), 0) > 0}
+        out: list[Any] = []
+        try:
+            consumer.assign([CTP(topic, p, 0) for p in range(count)])
+            deadline = time.monotonic() + self.timeout_s * 4
+            while waiting and time.monotonic() < deadline:
+                for msg in consumer.consume(10_000, 0.5):
+                    err = msg.error()
+                    if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                        if msg.offset() >= ends.get(TopicPartition(topic, msg.partition()), 0):
+                            waiting.discard(msg.partition())
+                        continue
+                    if err is not None:
+                        raise KafkaRequestError(f"reading {topic}: {err.str()}")
+                    out.append(msg)
+        finally:
+            consumer.close()
+        if waiting:
+            raise KafkaRequestError(
+                f"could not read {topic} to its end ({isolation}) within the timeout: "
+                f"partitions {sorted(waiting)} (an open transaction holds them back?)"
+            )
         return out
 
     # consumer groups -----------------------------------------------------------------------

@@ -27,4 +27,14 @@ class KafkaDataSource(DataSource):  # type: ignore[misc]
         return KafkaStreamReader(parse_source(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> KafkaStreamWriter:
-        return KafkaStreamWriter(parse_sink(self.options, schema.fieldNames()))
+        options = parse_sink(self.options, schema.fieldNames())
+        if options.delivery == "exactly-once":
+            from streamscale.kafka.transactions import NotExactError
+
+            # A sink task's partition is its input's: a Kafka scan's partitions may come in
+            # another order when a batch is replayed after a restart.
+            raise NotExactError(
+                "the streamscale-kafka sink writes at-least-once: for exactly-once use "
+                "foreachBatch(streamscale.kafka.exactly_once.ExactlyOnceWriter(options))"
+            )
+        return KafkaStreamWriter(options)

@@ -182,10 +182,16 @@ def parse_source(options: Mapping[str, str]) -> SourceOptions:
 
 @dataclass(frozen=True)
 class SinkOptions:
-    """The writer's options: connection keys and the default topic."""
+    """The writer's options: connection keys, the default topic, and the delivery
+    (``delivery``: ``at-least-once``, the default, or ``exactly-once``: Kafka transactions,
+    :mod:`streamscale.kafka.transactions`; ``transactionalRole`` names the writing stage,
+    ``markerTopic`` the compacted topic of the transactions' markers)."""
 
     kafka: Mapping[str, str]
     topic: str | None = None
+    delivery: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    role: str = "out"
+    marker_topic: str = "streamscale-txn-markers"
 
 
 def parse_sink(options: Mapping[str, str], columns: list[str]) -> SinkOptions:
@@ -203,4 +209,18 @@ def parse_sink(options: Mapping[str, str], columns: list[str]) -> SinkOptions:
             f"the Kafka sink takes columns key, value, topic, partition, headers; "
             f"drop or rename {unknown}"
         )
-    return SinkOptions(kafka=kafka, topic=topic)
+    delivery = (options.get("delivery") or "at-least-once").strip().lower()
+    if delivery not in ("at-least-once", "exactly-once"):
+        raise OptionError(
+            f"option delivery must be at-least-once or exactly-once, got {options['delivery']!r}"
+        )
+    role = options.get("transactionalRole") or "out"
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", role):
+        raise OptionError(f"option transactionalRole must be letters, digits, . _ -: {role!r}")
+    return SinkOptions(
+        kafka=kafka,
+        topic=topic,
+        delivery="exactly-once" if delivery == "exactly-once" else "at-least-once",
+        role=role,
+        marker_topic=options.get("markerTopic") or "streamscale-txn-markers",
+    )

@@ -3,7 +3,10 @@
 Columns: ``value`` (required, string or binary), ``key``, ``topic`` (or option ``topic``),
 ``partition``, ``headers`` (array of ``{key: string, value: binary}``). Delivery is
 at-least-once: each task flushes its producer and fails if any record was not acknowledged,
-so a failed task is retried and a replayed micro-batch may repeat output, but nothing is lost.
+so a failed task is retried and a replayed micro-batch may repeat output, but nothing is
+lost. :func:`write_rows` (the pipelines' writer) takes option ``delivery=exactly-once``:
+each task writes in one Kafka transaction (:mod:`.transactions`); the data source sink
+refuses it (:mod:`.exactly_once` is the writer for users' queries).
 
 A Python worker keeps its producer for the next task with the same connection
 (:func:`reused_producer`): a new idempotent producer costs about 0.5 s before its first
@@ -219,6 +222,8 @@ def close_kept_producers(timeout_s: float = 5.0) -> int:
     the brokers they talk to stop (``streamscale.spark.stop`` does): a kept producer would
     otherwise retry them for as long as the process lives, and librdkafka logs each failed
     connect on the console. Producers in use by a write are not kept, hence not closed."""
+    from streamscale.kafka import transactions
+
     with _kept_lock:
         kept = list(_kept.values())
         _kept.clear()
@@ -227,20 +232,37 @@ def close_kept_producers(timeout_s: float = 5.0) -> int:
             item.producer.flush(timeout_s)
         finally:
             item.producer.close()
-    return len(kept)
+    return len(kept) + transactions.close_kept(timeout_s)
 
 
 class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
     """Writes each task's rows with an idempotent ``acks=all`` producer."""
 
-    def __init__(self, options: SinkOptions) -> None:
+    def __init__(self, options: SinkOptions, unit: str | None = None) -> None:
         self.options = options
+        self.unit = unit
+        """Exactly-once: the name of this write's unit (default: the task partition)."""
 
     def write(self, iterator: Iterator[Any]) -> SinkCommit:
         with collector_paused():
             return self._write(iterator)
 
     def _write(self, iterator: Iterator[Any]) -> SinkCommit:
+        if self.options.delivery == "exactly-once":
+            from streamscale.kafka import transactions
+
+            unit, batch_id = transactions.current_unit(self.options.role, self.unit)
+            return SinkCommit(
+                transactions.write_transactional(
+                    self.options.kafka,
+                    iter(iterator),
+                    self.options.topic,
+                    unit,
+                    batch_id,
+                    produce_rows,
+                    self.options.marker_topic,
+                )
+            )
         with reused_producer(self.options.kafka) as (producer, failures):
             count = 0
             for batch in iterator:
@@ -270,17 +292,21 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         log.warning("batch %d aborted; Spark will replay it (at-least-once)", batchId)
 
 
-def write_rows(sink_options: Mapping[str, str], batches: Iterable[Any]) -> int:
+def write_rows(
+    sink_options: Mapping[str, str], batches: Iterable[Any], unit: str | None = None
+) -> int:
     """Write Arrow batches of sink rows (``key, value, topic[, headers]``) with the sink's
     producer, outside a streaming query (a task or the driver); records delivered.
 
     The same delivery checks as the sink: a record not acknowledged raises
-    :class:`.client.DeliveryError`.
+    :class:`.client.DeliveryError`. With ``delivery=exactly-once``, ``unit`` names the
+    write's transactional unit (:func:`.transactions.input_unit`; default the task
+    partition, which only a shuffle's output keeps on a replay).
     """
     batches = iter(batches)
     first = next(batches, None)
     if first is None:
         return 0
     options = parse_sink(sink_options, first.schema.names)
-    commit = KafkaStreamWriter(options).write(itertools.chain([first], batches))
+    commit = KafkaStreamWriter(options, unit).write(itertools.chain([first], batches))
     return commit.records

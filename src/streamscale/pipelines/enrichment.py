@@ -67,8 +67,12 @@ counts the enriched purchases named ``REF INCONNUE``; ``dlq.<error>`` per error.
 operator's figures (rows updated and removed, state bytes, RocksDB metrics) are in the
 progress's ``stateOperators``.
 
-Delivery is at-least-once, as with the Kafka sink: a batch replayed after a crash may repeat
-its output and dead letters, never lose them; state and counts are exact.
+Delivery is at-least-once by default, as with the Kafka sink: a batch replayed after a crash
+may repeat its output and dead letters, never lose them; state and counts are exact. With
+``delivery=exactly-once`` each task writes in one Kafka transaction per batch
+(:mod:`streamscale.kafka.transactions`): a parse task's unit is the topic-partition it reads
+(role ``parse``; the offset log fixes its range), a write task's is its shuffle partition
+(role ``write``; a hash partitioning by product id, the same on a replay).
 """
 
 from __future__ import annotations
@@ -182,13 +186,16 @@ class ParseTask:
 
         from streamscale.kafka.collector import collector_paused
         from streamscale.kafka.sink import write_rows
+        from streamscale.kafka.transactions import arrow_input_pairs, input_unit
         from streamscale.pipelines import purchase_batches as pb
 
         out = pb.Enriched()
+        read: set[tuple[str, int]] = set()
         with collector_paused():
             for batch in batches:
                 if not batch.num_rows:
                     continue
+                read |= arrow_input_pairs(batch)
                 is_purchase = pc.equal(batch.column("src"), PURCHASE)
                 purchases = batch.filter(is_purchase)
                 if purchases.num_rows:
@@ -197,7 +204,11 @@ class ParseTask:
                 if versions.num_rows:
                     yield referential_versions(versions, out)
             if out.dead:
-                write_rows(self.sink_options, [dl.dead_letter_batch(out.dead, self.dlq)])
+                write_rows(
+                    self.sink_options,
+                    [dl.dead_letter_batch(out.dead, self.dlq)],
+                    input_unit(read),
+                )
         yield pa.RecordBatch.from_pylist(
             [{"kind": COUNTS, "counts": json.dumps(out.counts)}], schema=keyed_schema()
         )
@@ -420,7 +431,7 @@ class Enrichment(ForeachBatchQuery):
                 allowMissingColumns=True,
             )
         )
-        task = ParseTask(self.topics.dlq, s.source_options())
+        task = ParseTask(self.topics.dlq, s.sink_options("parse"))
         rows = both.mapInArrow(task, KEYED_SCHEMA)
         rows = rows.observe(OBSERVED, F.collect_list("counts").alias("tasks"))
         # The fold point: Spark's watermark over the purchases' timestamps (a version's row
@@ -438,7 +449,7 @@ class Enrichment(ForeachBatchQuery):
 
     def process_batch(self, batch: DataFrame, batch_id: int) -> None:
         """Write the batch's named purchases (module doc, step 3, on the executors)."""
-        task = WriteTask(self.topics.output, self.settings.source_options())
+        task = WriteTask(self.topics.output, self.settings.sink_options("write"))
         counts = BatchCounts()
         for row in batch.mapInArrow(task, "counts STRING").collect():
             counts.add(json.loads(row["counts"]))

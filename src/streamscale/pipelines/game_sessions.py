@@ -45,7 +45,12 @@ a late approval. A row whose window would already be closed when it arrives (its
 
 The driver keeps nothing a restart needs: a restarted query is Spark's restart from the
 checkpoint (offsets, state store), which replays the uncommitted batch. Output and dead
-letters are at-least-once (a replayed batch may repeat them); counts and state are exact.
+letters are at-least-once by default (a replayed batch may repeat them); counts and state
+are exact. With ``delivery=exactly-once`` each task writes in one Kafka transaction per batch
+(:mod:`streamscale.kafka.transactions`): role ``dlq`` in step 1, each task's unit named by
+the topic-partitions it read (fixed by the offset log), and ``sessions`` in step 3,
+whose partitions are the state's shuffle partitions (a hash of the machine; the state
+store and the watermark of a replayed batch are those of its first run).
 
 Topics that are not co-partitioned (a producer that does not key by header, or other
 partition counts, which the co-partitioned read refuses at start) and Spark's connector
@@ -125,19 +130,24 @@ class BatchTask:
 
         from streamscale.kafka.collector import collector_paused
         from streamscale.kafka.sink import write_rows
+        from streamscale.kafka.transactions import arrow_input_pairs, input_unit
         from streamscale.pipelines import frame_batches as fb
 
         with collector_paused():
             out = fb.Frames()
+            read: set[tuple[str, int]] = set()
             for batch in batches:
                 if not batch.num_rows:
                     continue
+                read |= arrow_input_pairs(batch)
                 is_request = pc.equal(batch.column("topic"), self.requests)
                 fb.read_frames(batch.filter(is_request), out)
                 fb.read_approvals(batch.filter(pc.invert(is_request)), out, self.window_ms)
             paired = fb.pair(out.frames + out.approvals)
             if out.dead:
-                write_rows(self.sink_options, [dl.dead_letter_batch(out.dead, self.dlq)])
+                # The unit is named by the topic-partitions read (the offset log fixes them).
+                batch = dl.dead_letter_batch(out.dead, self.dlq)
+                write_rows(self.sink_options, [batch], input_unit(read))
             counts = dict(out.counts)
             for name, n in paired.counts.items():
                 counts[name] = counts.get(name, 0) + n
@@ -270,7 +280,7 @@ class GameSessions(ForeachBatchQuery):
             window_ms=int(s.approval_window_s * 1000),
             gap_ms=self.gap_ms,
             dlq=self.topics.dlq,
-            sink_options=s.source_options(),
+            sink_options=s.sink_options("dlq"),
         )
         rows = records.select("key", "value", "topic", "partition", "offset", "timestamp")
         rows = rows.mapInArrow(task, task_schema())
@@ -293,7 +303,7 @@ class GameSessions(ForeachBatchQuery):
         """Close the windows Spark emitted: pair, split, write sessions (on the executors)."""
         from pyspark.sql import functions as F
 
-        task = CloseTask(self.gap_ms, self.topics.output, self.settings.source_options())
+        task = CloseTask(self.gap_ms, self.topics.output, self.settings.sink_options("sessions"))
         rows = batch.select("machine", F.inline(ROWS))
         counts: dict[str, int] = {}
         for row in rows.mapInArrow(task, "counts STRING").collect():

@@ -8,7 +8,7 @@ and exit status 1 if the query fails.
 
     python enrichment_proc.py BOOTSTRAP CHECKPOINT PREFIX [--max-offsets N]
         [--trigger-ms MS] [--delivery-timeout-ms MS] [--master spark://...]
-        [--kill-at POINT --kill-batch N]
+        [--kill-at POINT --kill-batch N] [--delivery exactly-once]
 
 Spark-side faults (:mod:`spark_faults`): ``--master spark://...`` runs the driver on a
 standalone cluster (executors of one core, ``--max-executors``) and reads fault commands on
@@ -238,6 +238,7 @@ def main() -> int:
     parser.add_argument("--trigger-ms", type=int, default=500)
     parser.add_argument("--delivery-timeout-ms", type=int, default=120_000)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--delivery", default="at-least-once")
     parser.add_argument("--max-executors", type=int, default=2)
     parser.add_argument("--kill-at", choices=KILL_POINTS)
     parser.add_argument("--kill-batch", type=int, default=1)
@@ -268,6 +269,7 @@ def main() -> int:
         starting_offsets="earliest",
         metrics_port=-1,
         delivery_timeout_ms=args.delivery_timeout_ms,
+        delivery=args.delivery,
     )
     from streamscale.cluster import QUICK_JVM, app_conf
 

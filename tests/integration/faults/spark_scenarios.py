@@ -43,6 +43,7 @@ from scenarios import (
     PipelineProcess,
     ScenarioError,
     _batch_ids,
+    aborted_records,
     batch_offsets,
     batch_records,
     caught_up,
@@ -82,16 +83,23 @@ class Topics:
     output: list[Any]
     dead: list[Any]
 
+    aborted: int = 0
+    """Output and dead-letter records of aborted transactions (exactly-once only)."""
+
     @classmethod
-    def read(cls, bootstrap: str, names: dict[str, str]) -> Topics:
+    def read(cls, bootstrap: str, names: dict[str, str], delivery: str = "at-least-once") -> Topics:
         admin = KafkaAdmin({"bootstrap.servers": bootstrap}, timeout_s=30)
+        isolation = "read_committed" if delivery == "exactly-once" else None
         try:
             purchases = admin.read_all(names["purchases"])
-            output = admin.read_all(names["output"])
-            dead = dead_letters_of(admin.read_all(names["dlq"]), names["purchases"])
+            output = admin.read_all(names["output"], isolation=isolation)
+            dead = dead_letters_of(
+                admin.read_all(names["dlq"], isolation=isolation), names["purchases"]
+            )
+            aborted = aborted_records(admin, [names["output"], names["dlq"]], delivery)
         finally:
             admin.close()
-        return cls(purchases, output, dead)
+        return cls(purchases, output, dead, aborted)
 
 
 def batch_of(checkpoint: Path, topic: str) -> dict[int, list[tuple[int, int, int]]]:
@@ -149,6 +157,7 @@ def phase_result(
         time.monotonic() - started if seconds is None else seconds,
         acked=len(wanted),
         acked_missing=len(wanted - {m.key() for m in inputs}),
+        aborted=topics.aborted,
     )
     result.notes.append(
         f"in flight at the faults: batches {sorted(in_flight)} "
@@ -253,6 +262,7 @@ def executor_faults(
     partitions: int = 3,
     max_offsets: int = 1_500,
     timeout_s: float = 240,
+    delivery: str = "at-least-once",
 ) -> list[FaultResult]:
     """One enrichment run on ``spark_cluster`` (two executors of one core), two phases, each
     with its own load of ``purchases``: (1) the JVM of an executor that runs a task of the
@@ -275,6 +285,7 @@ def executor_faults(
         task_delay_ms=500,  # a removal or a SIGKILL then strikes a running task, not a race
         master=spark_cluster.master_url,  # type: ignore[arg-type]
         max_executors=2,
+        delivery=delivery,
     )
     phases: list[tuple[str, Load, set[int], float, list[str]]] = []
     try:
@@ -361,13 +372,14 @@ def executor_faults(
     finally:
         if pipeline.alive:
             pipeline.kill()
-    topics = Topics.read(bootstrap, names)
+    topics = Topics.read(bootstrap, names, delivery)
     results = []
     for phase, load, in_flight, seconds, notes in phases:
         result = phase_result(
             phase, topics, load.acked, checkpoint, names["purchases"], in_flight, started, seconds
         )
         result.notes += notes
+        result.delivery = delivery
         result.notes.append(f"pipeline exit {code}, {pipeline.batches()} batches in the run")
         if error:
             result.errors["pipeline"] = error
@@ -433,6 +445,7 @@ def driver_kills(
     max_offsets: int = 500,
     seed: int = 41,
     timeout_s: float = 240,
+    delivery: str = "at-least-once",
 ) -> DriverResult:
     """The enrichment (local mode), its driver SIGKILLed once for each entry of ``plan``:
     at a named point of a batch (by itself, ``enrichment_proc.py --kill-at``) or, for
@@ -470,7 +483,11 @@ def driver_kills(
         for n, point in enumerate(plan):
             t0 = time.monotonic()
             offsets = _batch_ids(checkpoint / "offsets")
-            opts: dict[str, Any] = {"max_offsets": max_offsets, "seed": seed + n}
+            opts: dict[str, Any] = {
+                "max_offsets": max_offsets,
+                "seed": seed + n,
+                "delivery": delivery,
+            }
             if point != "random":
                 opts["kill_at"] = point
                 # ``state``: on the first batch of a restart (the replay of the interrupted
@@ -509,7 +526,9 @@ def driver_kills(
             kills.append(DriverKill(point, batch, now_in_flight, time.monotonic() - t0))
             if n == 0:
                 rename(bootstrap, names["referential"], products, products // 10, seed)
-        current = PipelineProcess(bootstrap, checkpoint, prefix, log, max_offsets=max_offsets)
+        current = PipelineProcess(
+            bootstrap, checkpoint, prefix, log, max_offsets=max_offsets, delivery=delivery
+        )
         last = current
         for each in loads:
             each.join(timeout_s)
@@ -523,7 +542,7 @@ def driver_kills(
     finally:
         if current is not None and current.alive:
             current.kill()
-    topics = Topics.read(bootstrap, names)
+    topics = Topics.read(bootstrap, names, delivery)
     result = phase_result(
         "driver SIGKILLed at points of a batch, restarted",
         topics,
@@ -533,6 +552,7 @@ def driver_kills(
         in_flight,
         started,
     )
+    result.delivery = delivery
     result.notes.append(f"last run exit {code}, {last.batches()} batches")
     if error:
         result.errors["pipeline"] = error

@@ -60,11 +60,15 @@ def produce(settings: Settings, topic: str, records: Sequence[Out]) -> list[tupl
     return acked
 
 
-def consume_all(settings: Settings, topic: str, partitions: int) -> list[Consumed]:
-    """Every record of ``topic`` up to its true end offsets, in (partition, offset) order."""
+def consume_all(
+    settings: Settings, topic: str, partitions: int, delivery: str = "at-least-once"
+) -> list[Consumed]:
+    """Every record of ``topic`` up to its true end offsets, in (partition, offset) order
+    (``read_committed`` for output written exactly-once)."""
     admin = KafkaAdmin(settings.kafka_config())
+    isolation = "read_committed" if delivery == "exactly-once" else None
     try:
-        messages = admin.read_all(topic, partitions)
+        messages = admin.read_all(topic, partitions, isolation)
     finally:
         admin.close()
     out = [

@@ -1,5 +1,7 @@
 """Bad records of both pipelines go to ``<pipeline>-dlq`` with their bytes and reasons; the
-pipelines keep running and their counts reconcile."""
+pipelines keep running and their counts reconcile; the same with exactly-once delivery (the
+enrichment's driver writes the referential's dead letters, its tasks the purchases'; the
+game sessions' first step its dead letters), read back read_committed."""
 
 from __future__ import annotations
 
@@ -44,9 +46,11 @@ def check_source(
     )
 
 
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_enrichment_dead_letters_each_bad_record_and_keeps_going(
-    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path
+    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path, delivery: str
 ) -> None:
+    settings = settings.model_copy(update={"delivery": delivery})
     topics = EnrichmentTopics(
         purchases=topic_factory(1, "achats"),
         referential=topic_factory(1, "referentiel"),
@@ -77,11 +81,11 @@ def test_enrichment_dead_letters_each_bad_record_and_keeps_going(
     query.awaitTermination(300)
     assert query.exception() is None, query.exception()
 
-    out = consume_all(settings, topics.output, 1)
+    out = consume_all(settings, topics.output, 1, settings.delivery)
     assert [(r.key, json.loads(r.value or b"")) for r in out] == [
         (b"p-ok", {"id": 1, "name": "Good One", "price": 2.5})
     ]
-    dead = consume_all(settings, topics.dlq, 1)
+    dead = consume_all(settings, topics.dlq, 1, settings.delivery)
     expected_errors = {
         # purchases
         b"{bad": "not_json",
@@ -120,9 +124,11 @@ def test_enrichment_dead_letters_each_bad_record_and_keeps_going(
     assert [row.key[0] for row in state] == [1]
 
 
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_game_sessions_dead_letter_each_bad_record_and_keep_going(
-    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path
+    spark: Any, settings: Settings, topic_factory: Any, checkpoint: Path, delivery: str
 ) -> None:
+    settings = settings.model_copy(update={"delivery": delivery})
     topics = GameTopics(
         requests=topic_factory(1, "rq"),
         approvals=topic_factory(1, "rs"),
@@ -169,7 +175,7 @@ def test_game_sessions_dead_letter_each_bad_record_and_keep_going(
     query.awaitTermination(300)
     assert query.exception() is None, query.exception()
 
-    dead = consume_all(settings, topics.dlq, 1)
+    dead = consume_all(settings, topics.dlq, 1, settings.delivery)
     errors = sorted((r.header("source.topic") == topics.requests, r.header("error")) for r in dead)
     assert errors == sorted(
         [
