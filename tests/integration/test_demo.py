@@ -121,3 +121,26 @@ def test_autoscaler_scales_out_on_the_burst_and_in_after_it(
     assert len(tasks) >= 2 and tasks[sorted(tasks, key=int)[-1]] > 0, tasks
     assert (report / "spark-driver.log").exists(), "executor losses go to the log file"
     assert "Lost an executor" not in done.stderr, "kept out of the console"
+
+
+def test_report_shows_the_state_moving_and_its_cost(
+    demo_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    """The game-sessions pipeline keeps its sessions in Spark's state store: per applied scale
+    event, the report shows the state the change moved and the pause the autoscaler measured
+    (the decision log's ``scale_costs`` and ``removed``)."""
+    done, report = demo_run
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((report / "summary.json").read_text())
+    moves = summary["state_moves"]
+    assert [(m["before"], m["after"]) for m in moves] == [(1, 2), (2, 1)], moves
+    out, _ = moves
+    assert out["pause_s"] is not None and out["batches"] >= 1, out
+    assert out["reloaded"] is not None and out["reloaded"] >= 0, out
+    assert summary["scale_events_measured"] >= 1
+    assert summary["max_scale_pause_s"] is not None
+    logged = [c for d in decisions(report) for c in d.get("scale_costs") or ()]
+    assert any((c["before"], c["after"]) == (1, 2) for c in logged), logged
+    html = (report / "report.html").read_text()
+    assert '<table id="state-moves">' in html and "1 → 2" in html and "2 → 1" in html
+    assert "state stores reloaded, pause" in done.stdout
