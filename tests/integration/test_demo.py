@@ -134,7 +134,7 @@ def test_report_shows_the_state_moving_and_its_cost(
     summary = json.loads((report / "summary.json").read_text())
     moves = summary["state_moves"]
     assert [(m["before"], m["after"]) for m in moves] == [(1, 2), (2, 1)], moves
-    out, back = moves
+    _, back = moves
     for move in moves:  # every scale event has its pause measured (3 batches after it)
         assert move["pause_s"] is not None and move["batches"] == 3, move
         assert move["reloaded"] is not None and move["reloaded"] >= 0, move
