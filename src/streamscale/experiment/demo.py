@@ -460,9 +460,7 @@ def _experiment(
 def _await_costs(controller: Any, decisions: Sequence[Any], timeout_s: float) -> None:
     """Wait, at most ``timeout_s``, until the autoscaler has measured the cost of every change
     it applied (its next control steps measure the batches after the last one)."""
-    applied = sum(
-        1 for d in decisions if d.outcome == "applied" and d.direction in ("up", "down")
-    )
+    applied = sum(1 for d in decisions if d.outcome == "applied" and d.direction in ("up", "down"))
     deadline = time.monotonic() + timeout_s
     while len(controller.costs) < applied and time.monotonic() < deadline:
         time.sleep(0.5)
