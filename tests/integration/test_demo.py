@@ -121,3 +121,28 @@ def test_autoscaler_scales_out_on_the_burst_and_in_after_it(
     assert len(tasks) >= 2 and tasks[sorted(tasks, key=int)[-1]] > 0, tasks
     assert (report / "spark-driver.log").exists(), "executor losses go to the log file"
     assert "Lost an executor" not in done.stderr, "kept out of the console"
+
+
+def test_report_shows_the_state_moving_and_its_cost(
+    demo_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    """The game-sessions pipeline keeps its sessions in Spark's state store: per applied scale
+    event, the report shows the state the change moved and the pause the autoscaler measured
+    (the decision log's ``scale_costs`` and ``removed``)."""
+    done, report = demo_run
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((report / "summary.json").read_text())
+    moves = summary["state_moves"]
+    assert [(m["before"], m["after"]) for m in moves] == [(1, 2), (2, 1)], moves
+    _, back = moves
+    for move in moves:  # every scale event has its pause measured (3 batches after it)
+        assert move["pause_s"] is not None and move["batches"] == 3, move
+        assert move["reloaded"] is not None and move["reloaded"] >= 0, move
+    assert back["removed_partitions"] >= 1, back  # the removed executor held state
+    assert summary["scale_events_measured"] == 2
+    assert summary["max_scale_pause_s"] is not None
+    logged = [c for d in decisions(report) for c in d.get("scale_costs") or ()]
+    assert sorted((c["before"], c["after"]) for c in logged) == [(1, 2), (2, 1)], logged
+    html = (report / "report.html").read_text()
+    assert '<table id="state-moves">' in html and "1 → 2" in html and "2 → 1" in html
+    assert "state stores reloaded, pause" in done.stdout

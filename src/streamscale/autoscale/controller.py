@@ -301,6 +301,9 @@ class Controller:
         self._state_partitions: dict[str, tuple[int, str]] = {}
         self._served: tuple[str, ...] = ()
         self._events: list[ScaleEvent] = []
+        self._known_capacity = UNKNOWN_CAPACITY
+        """The last capacity a decision knew: the steady reference of a change decided while
+        the batches measure none (a scale-in at lag 0 sees only small batches)."""
         self.costs: list[ScaleCost] = []
         """Every scale event's measured cost, oldest first."""
         self._stop = threading.Event()
@@ -346,7 +349,11 @@ class Controller:
             result = self._apply(decision, running)
             if result is not None and result.ok and decision.desired != running:
                 capacity = decision.capacity or UNKNOWN_CAPACITY
+                if not capacity.known:
+                    capacity = self._known_capacity
                 self._events.append(ScaleEvent(self.clock(), running, decision.desired, capacity))
+            if decision.capacity is not None and decision.capacity.known:
+                self._known_capacity = decision.capacity
             record = self._record(now, obs, snapshots, decision, running, pending, result)
             if measured:
                 record = replace(record, scale_costs=tuple(c.as_dict() for c in measured))

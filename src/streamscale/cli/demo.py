@@ -88,11 +88,22 @@ def demo(
         "drain_time_s",
         "scale_outs",
         "scale_ins",
+        "scale_events_measured",
+        "max_scale_pause_s",
+        "state_reloaded_after_scaling",
         "first_processed_s",
         "peak_memory_mb",
         "run_seconds",
     )
     typer.echo(json.dumps({k: summary.get(k) for k in keys}, indent=2))
+    for move in summary.get("state_moves") or ():
+        reloaded = "n/a" if move["reloaded"] is None else move["reloaded"]
+        pause = "not measured" if move["pause_s"] is None else f"{move['pause_s']:.2f} s"
+        typer.echo(
+            f"{move['t_s']:.0f} s: {move['before']} -> {move['after']} executors, "
+            f"{move['removed_partitions']} state partitions on removed executors, "
+            f"{reloaded} state stores reloaded, pause {pause}"
+        )
     typer.echo(f"report: {report_dir / 'report.html'}")
     if not summary.get("verified"):
         typer.echo(f"error: {summary.get('verification')}", err=True)

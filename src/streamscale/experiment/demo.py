@@ -27,6 +27,7 @@ from typing import Any
 from streamscale import processes
 from streamscale.autoscale.policy import PolicyKind
 from streamscale.autoscale.runtime import AutoscaleOptions, start_autoscaler
+from streamscale.autoscale.scale_cost import WINDOW
 from streamscale.errors import Error
 from streamscale.generate.profiles import make_schedule
 from streamscale.kafka.admin import KafkaAdmin
@@ -451,6 +452,7 @@ def _experiment(
 
     outputs, expected = reference.result()
     _await_output(admin, outputs, len(expected), options.partitions, lag)
+    _await_costs(controller, decisions, 3 * options.control_interval_s)
     controller.stop()
     return Outcome(
         tasks,
@@ -462,6 +464,15 @@ def _experiment(
         reader,
         expected,
     )
+
+
+def _await_costs(controller: Any, decisions: Sequence[Any], timeout_s: float) -> None:
+    """Wait, at most ``timeout_s``, until the autoscaler has measured the cost of every change
+    it applied (its next control steps measure the batches after the last one)."""
+    applied = sum(1 for d in decisions if d.outcome == "applied" and d.direction in ("up", "down"))
+    deadline = time.monotonic() + timeout_s
+    while len(controller.costs) < applied and time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 class _Say:
@@ -559,8 +570,18 @@ def _watch(records: Iterator[Any], state: GeneratorState, stop: threading.Event)
         yield record
 
 
+CLOSING_SENDS = WINDOW
+"""The session-closing frame is sent this many times, ``CLOSING_SPACING_S`` apart: each lands
+in a batch of its own, so that the batches after the scale-in (the load has ended by then) are
+enough for the autoscaler to measure its pause (:data:`.scale_cost.WINDOW` batches)."""
+CLOSING_SPACING_S = 2.0
+"""More than the demo's 1 s trigger: one send, one batch."""
+
+
 def _close_sessions(options: DemoOptions, settings: Settings, state: GeneratorState) -> None:
-    """Send one approved frame far enough ahead in event time to close every session."""
+    """Send one approved frame far enough ahead in event time to close every session, again
+    in the next batches (the same frame: the sentinel machine's session is never closed and
+    never compared), so that the scale-in's cost is measured on the batches it slows."""
     if options.pipeline != GAME_SESSIONS:
         return
     from confluent_kafka import Producer
@@ -574,10 +595,13 @@ def _close_sessions(options: DemoOptions, settings: Settings, state: GeneratorSt
     key = codec.header_json(codec.FrameHeader(ts, SENTINEL_MACHINE, "EU"))
     value = codec.body_json(codec.FrameBody(codec.GAMES[0], ("2A114101",)))
     producer = Producer(producer_config(settings.kafka_config()))
-    producer.produce("GAME-FRAME-RQ", value, key, timestamp=ts)
-    producer.produce("GAME-FRAME-RS", value, key, timestamp=ts)
-    if producer.flush(30):
-        raise DemoError("could not deliver the session-closing frame")
+    for send in range(CLOSING_SENDS):
+        if send:
+            time.sleep(CLOSING_SPACING_S)
+        producer.produce("GAME-FRAME-RQ", value, key, timestamp=ts)
+        producer.produce("GAME-FRAME-RS", value, key, timestamp=ts)
+        if producer.flush(30):
+            raise DemoError("could not deliver the session-closing frame")
 
 
 class Reference:

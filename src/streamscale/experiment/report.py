@@ -23,7 +23,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -239,6 +239,115 @@ def to_marks(decisions: Decisions, start_epoch: float | None = None) -> list[Dec
     return marks
 
 
+# --------------------------------------------------------------------------- scale events
+@dataclass(frozen=True, slots=True)
+class StateMove:
+    """One applied change of the executor count and what it cost the query's state.
+
+    From the decision records: the change (``running`` → ``desired``, applied), the state
+    partitions the executors it removed held loaded (``removed``), and the cost the controller
+    measured over the batches after it (``scale_costs``: the pause above the steady fit, the
+    state stores those batches reloaded from the checkpoint, their load time and bytes
+    copied). ``pause_s`` is None when the run ended before the change's cost was measured.
+    """
+
+    t: float
+    before: int
+    after: int
+    reason: str
+    removed_partitions: int = 0
+    """State partitions held loaded by the executors the change removed (a scale-in)."""
+    removed_bytes: int | None = None
+    batches: int | None = None
+    pause_s: float | None = None
+    reloaded: int | None = None
+    """State stores reloaded from the checkpoint by the batches after the change."""
+    load_s: float | None = None
+    bytes_copied: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "t_s": round(self.t, 3),
+            "before": self.before,
+            "after": self.after,
+            "reason": self.reason,
+            "removed_partitions": self.removed_partitions,
+            "removed_bytes": self.removed_bytes,
+            "batches": self.batches,
+            "pause_s": None if self.pause_s is None else round(self.pause_s, 3),
+            "reloaded": self.reloaded,
+            "load_s": None if self.load_s is None else round(self.load_s, 3),
+            "bytes_copied": self.bytes_copied,
+        }
+
+
+def _get(d: Any, name: str, default: Any = None) -> Any:
+    if isinstance(d, Mapping):
+        return d.get(name, default)
+    return getattr(d, name, default)
+
+
+def state_moves(decisions: Decisions, start_epoch: float | None = None) -> list[StateMove]:
+    """Every applied scale event of the decision records, with its measured cost.
+
+    A measured cost (``scale_costs``, stamped with the change's epoch time) belongs to the
+    applied change with the same executor counts nearest in time; marks (no epoch time, no
+    costs) give changes without cost. Sorted by time on the run's axis.
+    """
+    changes: list[tuple[float, StateMove]] = []
+    costs: list[Mapping[str, Any]] = []
+    for d in decisions:
+        costs += list(_get(d, "scale_costs", ()) or ())
+        if _get(d, "outcome") != "applied" or _get(d, "direction") not in ("up", "down"):
+            continue
+        epoch = _get(d, "time")
+        if isinstance(d, DecisionMark) or epoch is None:
+            t = float(_get(d, "t", 0.0))
+            epoch_t = None
+        else:
+            if start_epoch is None:
+                raise ConfigError("decisions timed in epoch seconds need start_epoch")
+            epoch_t = float(epoch)
+            t = epoch_t - start_epoch
+        removed = list(_get(d, "removed", ()) or ())
+        sizes = [r[3] for r in removed]
+        move = StateMove(
+            t=t,
+            before=int(_get(d, "running", 0) or 0),
+            after=int(_get(d, "desired")),
+            reason=str(_get(d, "reason")),
+            removed_partitions=sum(int(r[2]) for r in removed),
+            removed_bytes=None if any(s is None for s in sizes) else sum(int(s) for s in sizes),
+        )
+        changes.append((math.inf if epoch_t is None else epoch_t, move))
+    taken: set[int] = set()
+    for cost in costs:
+        candidates = [
+            (abs(epoch - float(cost["time"])), i)
+            for i, (epoch, m) in enumerate(changes)
+            if i not in taken
+            and math.isfinite(epoch)
+            and (m.before, m.after) == (int(cost["before"]), int(cost["after"]))
+        ]
+        if not candidates:
+            continue
+        _, i = min(candidates)
+        taken.add(i)
+        epoch, m = changes[i]
+        changes[i] = (
+            epoch,
+            replace(
+                m,
+                batches=int(cost["batches"]),
+                pause_s=float(cost["pause_s"]),
+                reloaded=int(cost["reloaded"]),
+                load_s=float(cost["load_s"]),
+                bytes_copied=int(cost["bytes_copied"]),
+            ),
+        )
+    return sorted((m for _, m in changes), key=lambda m: m.t)
+
+
 # ------------------------------------------------------------------------------ summary
 def summarize(
     points: Sequence[TimelinePoint],
@@ -262,6 +371,9 @@ def summarize(
       never came back to it after the peak, or there is no lag data.
     - ``scale_outs`` / ``scale_ins``: applied decisions up / down (``scale_failures``: failed).
     - ``verified``: True only when ``verified`` is exactly True.
+    - ``state_moves``: every applied change with what it cost the state
+      (:func:`state_moves`); ``scale_events_measured``, ``max_scale_pause_s``,
+      ``state_reloaded_after_scaling`` and ``state_bytes_copied_after_scaling`` sum them up.
 
     ``extra`` entries are added after these and cannot override them.
     """
@@ -312,6 +424,15 @@ def summarize(
         ),
         "points": len(ordered),
         "points_without_lag": len(ordered) - len(data),
+    }
+    moves = state_moves(decisions, start_epoch)
+    measured = [m for m in moves if m.pause_s is not None]
+    summary |= {
+        "scale_events_measured": len(measured),
+        "max_scale_pause_s": _num(peak_of(m.pause_s for m in measured)),
+        "state_reloaded_after_scaling": sum(m.reloaded or 0 for m in measured),
+        "state_bytes_copied_after_scaling": sum(m.bytes_copied or 0 for m in measured),
+        "state_moves": [m.as_dict() for m in moves],
     }
     for key, value in (extra or {}).items():
         summary.setdefault(key, value)
@@ -400,7 +521,8 @@ def write_report(
     )
     written += _write_pngs(out, series, marks, title)
     html_path = out / HTML_FILE
-    html_path.write_text(_html(series, marks, summary, title), encoding="utf-8")
+    moves = state_moves(decisions, start_epoch)
+    html_path.write_text(_html(series, marks, summary, title, moves), encoding="utf-8")
     written.append(html_path)
     return written
 
@@ -511,7 +633,38 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 """
 
 
-def _html(s: _Series, marks: list[DecisionMark], summary: Mapping[str, Any], title: str) -> str:
+def _opt(value: float | int | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def _move_rows(moves: Sequence[StateMove]) -> str:
+    """Rows of the state table: per applied change, the state it moved and its pause."""
+    rows = []
+    for m in moves:
+        removed = (
+            f"{m.removed_partitions} ({_opt(m.removed_bytes, ',')} B)"
+            if m.before > m.after
+            else "–"
+        )
+        rows.append(
+            f"<tr><td class='num'>{m.t:.1f}</td><td>{m.before} → {m.after}</td>"
+            f"<td>{html.escape(m.reason)}</td><td class='num'>{removed}</td>"
+            f"<td class='num'>{_opt(m.reloaded, ',')}</td>"
+            f"<td class='num'>{_opt(m.bytes_copied, ',')}</td>"
+            f"<td class='num'>{_opt(m.load_s, '.2f')}</td>"
+            f"<td class='num'>{_opt(m.pause_s, '.2f')}</td>"
+            f"<td class='num'>{_opt(m.batches, 'd')}</td></tr>"
+        )
+    return "\n".join(rows)
+
+
+def _html(
+    s: _Series,
+    marks: list[DecisionMark],
+    summary: Mapping[str, Any],
+    title: str,
+    moves: Sequence[StateMove] = (),
+) -> str:
     import plotly.io as pio  # type: ignore[import-untyped]
 
     figure = _plotly_figure(s, marks, title)
@@ -554,6 +707,16 @@ grey spans: no lag metrics (a gap, not zero lag); dashed lines: scaling decision
 <table id="decisions">
 <tr><th>t (s)</th><th>direction</th><th>desired</th><th>reason</th><th>outcome</th></tr>
 {decision_rows or "<tr><td colspan='5'>none</td></tr>"}
+</table>
+<h2>State moved by each scale event, and its cost</h2>
+<p>Per applied change: the state partitions the removed executors held loaded, the state
+stores the batches after it reloaded from the checkpoint (bytes copied, load time), and the
+pause it caused (batch time above the steady fit), as the autoscaler measured them.</p>
+<table id="state-moves">
+<tr><th>t (s)</th><th>executors</th><th>reason</th><th>state partitions removed</th>
+<th>state stores reloaded</th><th>bytes copied</th><th>load s</th><th>pause s</th>
+<th>batches measured</th></tr>
+{_move_rows(moves) or "<tr><td colspan='9'>none</td></tr>"}
 </table>
 <script type="application/json" id="summary-json">{summary_json}</script>
 </body>

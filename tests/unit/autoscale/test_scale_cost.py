@@ -174,3 +174,59 @@ def test_the_simulator_calibrates_the_state_reload_from_a_decision_log() -> None
     assert fitted.state_reload_s == pytest.approx(30.0)
     assert fitted.pause_s(2, 3, 0.0) == pytest.approx(5.0 + 30.0 / 3)
     assert fitted.pause_s(3, 3, 0.0) == 0.0
+
+
+def test_a_change_decided_without_a_fit_is_measured_against_the_last_known_capacity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scale-in at lag 0 sees only small batches, which fit no capacity (the demo's scale-in
+    was decided with capacity ``unknown``): its pause is measured against the last capacity a
+    decision knew, not left unmeasured. The policy is scripted here: what is tested is the
+    controller's bookkeeping of scale events."""
+    from streamscale.autoscale import controller as controller_module
+    from streamscale.autoscale.policy import Decision, Reason
+
+    known = Capacity(0.5, 1000.0, CapacityMethod.FIT, 6)
+    script = iter(
+        [
+            Decision(2, Reason.SCALE_UP_BACKLOG, 1, 2.0, known),
+            Decision(2, Reason.HOLD_STEADY, 2, 2.0, known),
+            Decision(1, Reason.SCALE_DOWN_IDLE, 2, 0.0, UNKNOWN),
+            Decision(1, Reason.HOLD_STEADY, 1, 0.0, UNKNOWN),
+        ]
+    )
+    monkeypatch.setattr(
+        controller_module, "decide", lambda config, state, obs: (next(script), state)
+    )
+    tracker = LagTracker()
+    clock = [1_000.0]
+    actuator = FakeActuator(current=1, max_executors=2)
+    controller = Controller(
+        "q",
+        tracker,
+        actuator,
+        PolicyConfig(min_executors=1, max_executors=2),
+        interval_s=5,
+        decision_log=tmp_path / "d.jsonl",
+        clock=lambda: clock[0],
+    )
+    batch_id = 0
+
+    def feed(busy: float, records: int) -> None:
+        nonlocal batch_id
+        batch_id += 1
+        clock[0] += busy
+        stats = BatchStats(batch_id, clock[0], records, busy, busy)
+        tracker.ingest(ProgressSample("q", clock[0], (PartitionOffsets("in", 0, 0, 0),), stats))
+
+    feed(1.0, 500)
+    assert controller.step().direction == "up"
+    for _ in range(3):  # three batches after the scale-out: 1 s above the fit each
+        feed(0.5 + 1000 / 2000 + 1.0, 1000)
+    assert [c["after"] for c in controller.step().scale_costs] == [2]
+    assert controller.step().direction == "down"
+    for _ in range(3):  # three small batches after the scale-in, the first reloading state
+        feed(0.5 + 2 / 1000 + (3.0 if _ == 0 else 0.0), 2)
+    record = controller.step()
+    assert [(c["before"], c["after"]) for c in record.scale_costs] == [(2, 1)]
+    assert float(record.scale_costs[0]["pause_s"]) == pytest.approx(3.0, abs=0.01)

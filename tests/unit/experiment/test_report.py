@@ -6,6 +6,7 @@ import io
 import json
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from streamscale.experiment.report import (
     PartitionPoint,
     TimelinePoint,
     point_from_snapshot,
+    state_moves,
     summarize,
     to_marks,
     write_report,
@@ -88,11 +90,28 @@ def run_timeline() -> tuple[list[TimelinePoint], list[DecisionRecord]]:
     decisions = [
         record(3, "up", 2, "scale_up_backlog", "applied"),
         record(4, "none", 2, "hold_scaling_in_progress", "held"),
-        record(6, "up", 3, "scale_up_rate", "failed"),
-        record(8, "down", 1, "scale_down_idle", "applied"),
-        record(9, "none", 1, "hold_stabilizing", "held"),
+        replace(record(6, "up", 3, "scale_up_rate", "failed"), running=2),
+        replace(
+            record(8, "down", 1, "scale_down_idle", "applied"),
+            running=2,
+            removed=(("1", 0, 3, 6211),),
+        ),
+        replace(record(9, "none", 1, "hold_stabilizing", "held"), scale_costs=(SCALE_OUT_COST,)),
     ]
     return points, decisions
+
+
+SCALE_OUT_COST = {
+    "time": START + 3.05,
+    "before": 1,
+    "after": 2,
+    "batches": 3,
+    "pause_s": 1.25,
+    "reloaded": 2,
+    "load_s": 0.4,
+    "bytes_copied": 4096,
+}
+"""What the controller measured over the three batches after the scale-out at t=3."""
 
 
 # -------------------------------------------------------------------------------- summary
@@ -130,9 +149,139 @@ def test_summary_of_the_run() -> None:
         "final_executors_running": 1,
         "points": 10,
         "points_without_lag": 1,
+        "scale_events_measured": 1,
+        "max_scale_pause_s": 1.25,
+        "state_reloaded_after_scaling": 2,
+        "state_bytes_copied_after_scaling": 4096,
+        "state_moves": [
+            {
+                "t_s": 3.0,
+                "before": 1,
+                "after": 2,
+                "reason": "scale_up_backlog",
+                "removed_partitions": 0,
+                "removed_bytes": 0,
+                "batches": 3,
+                "pause_s": 1.25,
+                "reloaded": 2,
+                "load_s": 0.4,
+                "bytes_copied": 4096,
+            },
+            {  # the run ended before the scale-in's cost was measured
+                "t_s": 8.0,
+                "before": 2,
+                "after": 1,
+                "reason": "scale_down_idle",
+                "removed_partitions": 3,
+                "removed_bytes": 6211,
+                "batches": None,
+                "pause_s": None,
+                "reloaded": None,
+                "load_s": None,
+                "bytes_copied": None,
+            },
+        ],
         "pipeline": "game-sessions",  # extra is added, but cannot override max_lag
     }
     json.dumps(summary, allow_nan=False)
+
+
+def cost(t: float, before: int, after: int, pause: float) -> dict[str, float | int]:
+    return {
+        "time": START + t,
+        "before": before,
+        "after": after,
+        "batches": 3,
+        "pause_s": pause,
+        "reloaded": after,
+        "load_s": 0.1,
+        "bytes_copied": 100,
+    }
+
+
+def applied(t: float, before: int, after: int, **fields: Any) -> dict[str, Any]:
+    direction = "up" if after > before else "down"
+    return {
+        "time": START + t,
+        "running": before,
+        "desired": after,
+        "direction": direction,
+        "outcome": "applied",
+        "reason": "r",
+        **fields,
+    }
+
+
+@pytest.mark.parametrize(
+    ("decisions", "expected"),
+    [
+        pytest.param([], [], id="no decision"),
+        pytest.param(
+            [
+                applied(10, 1, 2),
+                {
+                    **applied(20, 2, 2),
+                    "direction": "none",
+                    "outcome": "held",
+                    "scale_costs": [cost(10.2, 1, 2, 3.5)],
+                },
+            ],
+            [(10.0, 1, 2, 3.5, 0)],
+            id="a cost measured later belongs to its change",
+        ),
+        pytest.param(
+            [
+                applied(10, 1, 2),
+                applied(50, 2, 1, removed=[["3", 0, 4, 800], ["4", 1, 2, 200]]),
+                {
+                    **applied(60, 1, 1),
+                    "outcome": "held",
+                    "direction": "none",
+                    "scale_costs": [cost(50.1, 2, 1, 2.0), cost(10.1, 1, 2, 4.0)],
+                },
+            ],
+            [(10.0, 1, 2, 4.0, 0), (50.0, 2, 1, 2.0, 6)],
+            id="costs matched by counts, removed partitions summed",
+        ),
+        pytest.param(
+            [
+                applied(10, 1, 2),
+                {
+                    **applied(20, 2, 2),
+                    "outcome": "held",
+                    "direction": "none",
+                    "scale_costs": [cost(10.0, 2, 3, 9.0)],
+                },
+            ],
+            [(10.0, 1, 2, None, 0)],
+            id="a cost of another change is not attached",
+        ),
+        pytest.param(
+            [
+                applied(10, 1, 2),
+                applied(30, 2, 1),
+                applied(70, 1, 2),
+                {
+                    **applied(80, 2, 2),
+                    "outcome": "held",
+                    "direction": "none",
+                    "scale_costs": [cost(70.1, 1, 2, 5.0)],
+                },
+            ],
+            [(10.0, 1, 2, None, 0), (30.0, 2, 1, None, 0), (70.0, 1, 2, 5.0, 0)],
+            id="the same counts twice: the nearest in time",
+        ),
+        pytest.param(
+            [{**applied(10, 1, 2), "outcome": "failed"}],
+            [],
+            id="a failed change moved nothing",
+        ),
+    ],
+)
+def test_state_moves(decisions: list[dict[str, Any]], expected: list[tuple[Any, ...]]) -> None:
+    moves = state_moves(decisions, START)
+    got = [(m.t, m.before, m.after, m.pause_s, m.removed_partitions) for m in moves]
+    assert got == [pytest.approx(e) if None not in e else e for e in expected]
 
 
 @pytest.mark.parametrize(
@@ -317,6 +466,13 @@ def test_write_report(tmp_path: Path) -> None:
     assert "<th>verified</th><td class='ok'>passed</td>" in html
     embedded = re.search(r'<script type="application/json" id="summary-json">(.*?)</script>', html)
     assert embedded is not None and json.loads(embedded.group(1)) == summary
+    # the state each scale event moved, and its measured pause
+    moves = re.search(r"<table id=\"state-moves\">(.*?)</table>", html, re.S)
+    assert moves is not None
+    rows = re.findall(r"<tr><td.*?</tr>", moves.group(1))
+    assert len(rows) == 2
+    assert "1 → 2" in rows[0] and ">1.25<" in rows[0] and ">4,096<" in rows[0]
+    assert "2 → 1" in rows[1] and "3 (6,211 B)" in rows[1] and ">n/a<" in rows[1]
 
 
 def test_write_report_without_data(tmp_path: Path) -> None:
