@@ -365,6 +365,9 @@ class FaultResult:
     input_duplicated: int = 0
     """Records written twice to the input topic by a producer (not the pipeline's doing)."""
     input_duplicated_acked: int = 0
+    delivery: str = "at-least-once"
+    aborted: int = 0
+    """Output and dead-letter records of aborted transactions (seen by read_uncommitted only)."""
 
     @property
     def lost(self) -> int:
@@ -372,15 +375,18 @@ class FaultResult:
 
     def row(self) -> str:
         r = self.reconciliation
+        aborted = f"{self.aborted:,}" if self.delivery == "exactly-once" else "-"
         return (
-            f"| {self.scenario} | {r.records_in:,} | {r.out:,} | {r.dead_lettered:,} | "
-            f"{r.duplicated:,} (bound {self.duplicate_bound:,}) | {self.lost} |"
+            f"| {self.scenario} | {self.delivery} | {r.records_in:,} | {r.out:,} | "
+            f"{r.dead_lettered:,} | {r.duplicated:,} (bound {self.duplicate_bound:,}) | "
+            f"{self.lost} | {aborted} |"
         )
 
 
 TABLE_HEADER = (
-    "| scenario | records in | out | dead-lettered | duplicated | lost |\n"
-    "| --- | ---: | ---: | ---: | ---: | ---: |"
+    "| scenario | delivery | records in | out | dead-lettered | duplicated | lost "
+    "| aborted (read_uncommitted) |\n"
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 )
 
 
@@ -392,11 +398,14 @@ def _finish(
     in_flight: set[int],
     loads: list[Load],
     started: float,
+    delivery: str = "at-least-once",
 ) -> FaultResult:
     admin = KafkaAdmin({"bootstrap.servers": bootstrap}, timeout_s=30)
+    isolation = "read_committed" if delivery == "exactly-once" else None
     try:
-        rec = reconcile_topics(admin, names["purchases"], names["output"], names["dlq"])
+        rec = reconcile_topics(admin, names["purchases"], names["output"], names["dlq"], isolation)
         keys = [m.key() for m in admin.read_all(names["purchases"])]
+        aborted = aborted_records(admin, [names["output"], names["dlq"]], delivery)
     finally:
         admin.close()
     present = set(keys)
@@ -414,7 +423,21 @@ def _finish(
         acked_missing=missing,
         input_duplicated=len(keys) - len(present),
         input_duplicated_acked=sum(1 for k in acked if k in twice),
+        delivery=delivery,
+        aborted=aborted,
     )
+
+
+def aborted_records(admin: KafkaAdmin, topics: list[str], delivery: str) -> int:
+    """Records of ``topics`` a read_uncommitted reader sees and a read_committed one does not
+    (those of aborted transactions); 0 for at-least-once output."""
+    if delivery != "exactly-once":
+        return 0
+    seen = 0
+    for topic in topics:
+        seen += len(admin.read_all(topic, isolation="read_uncommitted"))
+        seen -= len(admin.read_all(topic, isolation="read_committed"))
+    return seen
 
 
 # --- scenario a: the partitions' leader SIGKILLed mid-run, restarted later ---------------------
@@ -431,6 +454,7 @@ def leader_killed(
     down_s: float = 8.0,
     max_offsets: int = 10_000,
     timeout_s: float = 240,
+    delivery: str = "at-least-once",
 ) -> FaultResult:
     """SIGKILL node 1 (leader of every partition of the run's topics) when about a third of
     the load is acknowledged and the pipeline has processed batches; restart it ``down_s``
@@ -442,7 +466,12 @@ def leader_killed(
     load_referential(bootstrap, names["referential"], products, seed=1)
     checkpoint = workdir / f"{prefix}-checkpoint"
     pipeline = PipelineProcess(
-        bootstrap, checkpoint, prefix, workdir / f"{prefix}.log", max_offsets=max_offsets
+        bootstrap,
+        checkpoint,
+        prefix,
+        workdir / f"{prefix}.log",
+        max_offsets=max_offsets,
+        delivery=delivery,
     )
     in_flight: set[int] = set()
     result_errors: dict[str, str] = {}
@@ -482,7 +511,14 @@ def leader_killed(
             result_errors["load"] = load.error
         restore(data_dir, bootstrap, list(names.values()))
         result = _finish(
-            "leader SIGKILLed, restarted", bootstrap, names, checkpoint, in_flight, [load], started
+            "leader SIGKILLed, restarted",
+            bootstrap,
+            names,
+            checkpoint,
+            in_flight,
+            [load],
+            started,
+            delivery,
         )
         result.errors = result_errors
         result.notes.append(f"pipeline exit {code}, {pipeline.batches()} batches")
