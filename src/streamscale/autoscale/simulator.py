@@ -895,9 +895,10 @@ a 30 s window, a fresh controller. Fixed cost (0.74 s per batch), rate (20 000 r
 executor) and start delay (11 s) calibrated (:func:`calibrate`) on the decision log of a real
 ``streamscale demo`` run at its defaults on the 2-core machine (2026-11-24, Spark's connector;
 ``tests/unit/autoscale/demo_decisions.jsonl``): its 45 batches at the 20 000 limit and 8 at
-lag 0 with two executors; stop (1 s), pause (1 s: game sessions keep their state on the
-driver) and warm-up (3 s: Python workers) as measured on the local cluster
-(docs/benchmarks.md)."""
+lag 0 with two executors; stop (1 s), pause (1 s, measured when game sessions kept their
+state on the driver) and warm-up (3 s: Python workers) as measured on the local cluster
+(docs/benchmarks.md). Not yet recalibrated on the state store: there the demo measured
+pauses of 6.6 s (scale-out) and 7.4 s (scale-in) (2026-11-26, ``tests/integration/test_demo.py``)."""
 
 STATEFUL = Scenario(
     ClusterModel(
