@@ -898,7 +898,8 @@ executor) and start delay (11 s) calibrated (:func:`calibrate`) on the decision 
 lag 0 with two executors; stop (1 s), pause (1 s, measured when game sessions kept their
 state on the driver) and warm-up (3 s: Python workers) as measured on the local cluster
 (docs/benchmarks.md). Not yet recalibrated on the state store: there the demo measured
-pauses of 6.6 s (scale-out) and 7.4 s (scale-in) (2026-11-26, ``tests/integration/test_demo.py``)."""
+pauses of 6.6 s (scale-out) and 7.4 s (scale-in) (2026-11-26,
+``tests/integration/test_demo.py``)."""
 
 STATEFUL = Scenario(
     ClusterModel(
