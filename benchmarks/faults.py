@@ -216,15 +216,7 @@ def main() -> int:
         print(result.row())
     print()
     for result in results:
-        print(
-            f"{result.scenario} ({result.seconds:.0f} s, {result.acked:,} records acknowledged; "
-            f"{result.input_duplicated:,} input records written twice by a producer, "
-            f"{result.input_duplicated_acked} of them acknowledged):"
-        )
-        for who, line in result.errors.items():
-            print(f"  {who}: {line}")
-        for note in result.notes:
-            print(f"  {note}")
+        result.report()
     print(f"\ntotal {time.monotonic() - started:.0f} s")
     bad = [
         r

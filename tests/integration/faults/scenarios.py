@@ -373,6 +373,25 @@ class FaultResult:
     def lost(self) -> int:
         return self.reconciliation.lost + self.acked_missing
 
+    def report(self) -> None:
+        """Print the result in a test's output: its figures, then its one-line errors and
+        notes (the benchmark prints :meth:`row` in a table instead)."""
+        r = self.reconciliation
+        aborted = (
+            f" aborted (read_uncommitted) {self.aborted}" if self.delivery == "exactly-once" else ""
+        )
+        print(
+            f"\n{self.scenario} [{self.delivery}]: in {r.records_in} out {r.out} "
+            f"dead-lettered {r.dead_lettered} duplicated {r.duplicated} "
+            f"(bound {self.duplicate_bound}) lost {self.lost} acked {self.acked}{aborted} "
+            f"in {self.seconds:.0f} s; input records written twice by a producer "
+            f"{self.input_duplicated} (acknowledged {self.input_duplicated_acked})"
+        )
+        for who, line in self.errors.items():
+            print(f"  {who}: {line}")
+        for note in self.notes:
+            print(f"  {note}")
+
     def row(self) -> str:
         r = self.reconciliation
         aborted = f"{self.aborted:,}" if self.delivery == "exactly-once" else "-"

@@ -14,20 +14,6 @@ from streamscale.kafka import broker as embedded
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 
-def report(result: FaultResult) -> None:
-    r = result.reconciliation
-    print(
-        f"\n{result.scenario}: in {r.records_in} out {r.out} dead-lettered {r.dead_lettered} "
-        f"duplicated {r.duplicated} (bound {result.duplicate_bound}) lost {result.lost} "
-        f"acked {result.acked} in {result.seconds:.0f} s; input records written twice by a "
-        f"producer {result.input_duplicated} (acknowledged {result.input_duplicated_acked})"
-    )
-    for who, line in result.errors.items():
-        print(f"  {who}: {line}")
-    for note in result.notes:
-        print(f"  {note}")
-
-
 def check(result: FaultResult) -> None:
     r = result.reconciliation
     assert r.lost == 0, f"lost {r.lost} purchases, e.g. {r.lost_keys}"
@@ -43,7 +29,7 @@ def check(result: FaultResult) -> None:
 
 def test_leader_sigkilled_mid_run_then_restarted(cluster3: embedded.Broker, tmp_path: Path) -> None:
     result = leader_killed(cluster3, tmp_path)
-    report(result)
+    result.report()
     check(result)
     assert result.acked == result.reconciliation.records_in  # every record was acknowledged
 
@@ -52,7 +38,7 @@ def test_two_brokers_down_fail_in_one_line_and_recover_when_one_returns(
     cluster3: embedded.Broker, tmp_path: Path
 ) -> None:
     result = two_brokers_down(cluster3, tmp_path)
-    report(result)
+    result.report()
     check(result)
     assert result.duplicate_bound > 0  # a batch was interrupted and replayed
     # The project's generator and the pipeline's sink: one line each, naming the cause.

@@ -186,19 +186,6 @@ def test_foreach_batch_writer_skips_a_batch_replayed_after_its_commit(
     check_deterministic(spark.range(3).repartition(2, "id"))
 
 
-def report(result: FaultResult) -> None:
-    r = result.reconciliation
-    print(
-        f"\n{result.scenario} [{result.delivery}]: in {r.records_in} out {r.out} "
-        f"dead-lettered {r.dead_lettered} duplicated {r.duplicated} lost {result.lost} "
-        f"aborted (read_uncommitted) {result.aborted} in {result.seconds:.0f} s"
-    )
-    for who, line in result.errors.items():
-        print(f"  {who}: {line}")
-    for note in result.notes:
-        print(f"  {note}")
-
-
 def check_exact(result: FaultResult) -> None:
     r = result.reconciliation
     assert r.lost == 0 and result.acked_missing == 0, f"lost {r.lost}, e.g. {r.lost_keys}"
@@ -215,7 +202,7 @@ def test_exactly_once_driver_sigkilled_at_points_of_a_batch(
     run = driver_kills(
         cluster3, tmp_path, plan=("before-commit", "tasks", "random"), delivery="exactly-once"
     )
-    report(run.result)
+    run.result.report()
     for kill in run.kills:
         print(f"  killed at {kill.point} in batch {kill.batch}, in flight {sorted(kill.in_flight)}")
     check_exact(run.result)
@@ -235,14 +222,14 @@ def test_exactly_once_executor_sigkilled_mid_task(
 ) -> None:
     results = executor_faults(cluster3, spark_cluster, tmp_path, delivery="exactly-once")
     for result in results:
-        report(result)
+        result.report()
         check_exact(result)
         assert result.duplicate_bound > 0  # the fault struck a batch in flight
 
 
 def test_exactly_once_partition_leader_sigkilled(cluster3: embedded.Broker, tmp_path: Path) -> None:
     result = leader_killed(cluster3, tmp_path, delivery="exactly-once")
-    report(result)
+    result.report()
     r = result.reconciliation
     assert r.lost == 0 and result.acked_missing == 0
     assert result.input_duplicated_acked == 0

@@ -28,19 +28,6 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[standalo
         yield running
 
 
-def report(result: FaultResult) -> None:
-    r = result.reconciliation
-    print(
-        f"\n{result.scenario}: in {r.records_in} out {r.out} dead-lettered {r.dead_lettered} "
-        f"duplicated {r.duplicated} (bound {result.duplicate_bound}) lost {result.lost} "
-        f"in {result.seconds:.0f} s"
-    )
-    for who, line in result.errors.items():
-        print(f"  {who}: {line}")
-    for note in result.notes:
-        print(f"  {note}")
-
-
 def check(result: FaultResult) -> None:
     r = result.reconciliation
     assert r.lost == 0, f"lost {r.lost} purchases, e.g. {r.lost_keys}"
@@ -59,7 +46,7 @@ def test_executor_sigkilled_then_one_removed_by_the_actuator_mid_batch(
 ) -> None:
     killed, removed = executor_faults(cluster3, spark_cluster, tmp_path)
     for result in (killed, removed):
-        report(result)
+        result.report()
         check(result)
         assert result.duplicate_bound > 0  # the fault struck a batch in flight
 
@@ -68,7 +55,7 @@ def test_driver_sigkilled_at_points_of_a_batch_restarts_from_its_checkpoint(
     cluster3: embedded.Broker, tmp_path: Path
 ) -> None:
     run = driver_kills(cluster3, tmp_path)
-    report(run.result)
+    run.result.report()
     for kill in run.kills:
         print(
             f"  killed at {kill.point} in batch {kill.batch} {kill.restart_s:.0f} s after its "

@@ -98,21 +98,8 @@ def driver(hosts: Hosts) -> Iterator[Driver]:
         stop_driver(running)
 
 
-def report(result: FaultResult) -> None:
-    r = result.reconciliation
-    print(
-        f"\n{result.scenario}: in {r.records_in} out {r.out} dead-lettered {r.dead_lettered} "
-        f"duplicated {r.duplicated} (bound {result.duplicate_bound}) lost {result.lost} "
-        f"in {result.seconds:.0f} s"
-    )
-    for who, line in result.errors.items():
-        print(f"  {who}: {line}")
-    for note in result.notes:
-        print(f"  {note}")
-
-
 def check(result: FaultResult) -> None:
-    report(result)
+    result.report()
     r = result.reconciliation
     assert r.lost == 0, f"lost {r.lost} purchases, e.g. {r.lost_keys}"
     assert result.acked_missing == 0
