@@ -100,10 +100,19 @@ EVENT_TIME: Final = "event_time"
 PURCHASE: Final = "p"
 VERSION: Final = "r"
 COUNTS: Final = "c"
-KEYED_SCHEMA: Final = (
-    "kind STRING, pid BIGINT, key BINARY, id_text STRING, price STRING, name STRING, "
-    "ts BIGINT, part INT, off BIGINT, counts STRING"
+KEYED_COLUMNS: Final = (
+    ("kind", "STRING"),
+    ("pid", "BIGINT"),
+    ("key", "BINARY"),
+    ("id_text", "STRING"),
+    ("price", "STRING"),
+    ("name", "STRING"),
+    ("ts", "BIGINT"),
+    ("part", "INT"),
+    ("off", "BIGINT"),
+    ("counts", "STRING"),
 )
+KEYED_SCHEMA: Final = ", ".join(f"{name} {kind}" for name, kind in KEYED_COLUMNS)
 """What each parse task returns: purchases and versions keyed by product id, and counts."""
 
 PRODUCT_SCHEMA: Final = "id BIGINT, name STRING, _corrupt STRING"
@@ -218,20 +227,8 @@ def keyed_schema() -> Any:
     """:data:`KEYED_SCHEMA` as an Arrow schema."""
     import pyarrow as pa
 
-    return pa.schema(
-        [
-            ("kind", pa.string()),
-            ("pid", pa.int64()),
-            ("key", pa.binary()),
-            ("id_text", pa.string()),
-            ("price", pa.string()),
-            ("name", pa.string()),
-            ("ts", pa.int64()),
-            ("part", pa.int32()),
-            ("off", pa.int64()),
-            ("counts", pa.string()),
-        ]
-    )
+    arrow = {"STRING": pa.string(), "BIGINT": pa.int64(), "BINARY": pa.binary(), "INT": pa.int32()}
+    return pa.schema([(name, arrow[kind]) for name, kind in KEYED_COLUMNS])
 
 
 def keyed(kind: str, parsed: Any) -> Any:
