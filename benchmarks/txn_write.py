@@ -21,6 +21,7 @@ from typing import Any
 from streamscale.kafka import broker as embedded
 from streamscale.kafka import transactions as tx
 from streamscale.kafka.admin import KafkaAdmin, TopicSpec
+from streamscale.kafka.options import MARKER_TOPIC
 from streamscale.kafka.sink import close_kept_producers, produce_rows, write_rows
 
 VALUE = b'{"id":1,"name":"x","price":1.5}'
@@ -64,7 +65,7 @@ def main() -> None:
                 tx.write_transactional(kafka, batch, None, unit, i, produce_rows)
             kept = (time.perf_counter() - began) / writes
             began = time.perf_counter()
-            holder = tx.open_producer(kafka, unit.transactional_id + "-new", tx.MARKER_TOPIC)
+            holder = tx.open_producer(kafka, unit.transactional_id + "-new", MARKER_TOPIC)
             tx.close_kept()
             holder.producer.close()
             opened = time.perf_counter() - began

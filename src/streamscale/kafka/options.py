@@ -14,7 +14,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
 
 from streamscale.errors import ConfigError
 from streamscale.kafka.offsets import OffsetError, Offsets, TopicPartition, from_json, parse_assign
@@ -180,6 +180,22 @@ def parse_source(options: Mapping[str, str]) -> SourceOptions:
     )
 
 
+Delivery = Literal["at-least-once", "exactly-once"]
+MARKER_TOPIC: Final = "streamscale-txn-markers"
+"""The compacted topic of exactly-once markers (one record per transactional id and
+transaction; :mod:`streamscale.kafka.transactions`)."""
+
+
+def parse_delivery(value: str | None) -> Delivery:
+    """The ``delivery`` option (any case; default at-least-once)."""
+    raw = (value or "at-least-once").strip().lower()
+    if raw == "at-least-once":
+        return "at-least-once"
+    if raw == "exactly-once":
+        return "exactly-once"
+    raise OptionError(f"option delivery must be at-least-once or exactly-once, got {value!r}")
+
+
 @dataclass(frozen=True)
 class SinkOptions:
     """The writer's options: connection keys, the default topic, and the delivery
@@ -189,9 +205,9 @@ class SinkOptions:
 
     kafka: Mapping[str, str]
     topic: str | None = None
-    delivery: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    delivery: Delivery = "at-least-once"
     role: str = "out"
-    marker_topic: str = "streamscale-txn-markers"
+    marker_topic: str = MARKER_TOPIC
 
 
 def parse_sink(options: Mapping[str, str], columns: list[str]) -> SinkOptions:
@@ -209,18 +225,13 @@ def parse_sink(options: Mapping[str, str], columns: list[str]) -> SinkOptions:
             f"the Kafka sink takes columns key, value, topic, partition, headers; "
             f"drop or rename {unknown}"
         )
-    delivery = (options.get("delivery") or "at-least-once").strip().lower()
-    if delivery not in ("at-least-once", "exactly-once"):
-        raise OptionError(
-            f"option delivery must be at-least-once or exactly-once, got {options['delivery']!r}"
-        )
     role = options.get("transactionalRole") or "out"
     if not re.fullmatch(r"[A-Za-z0-9._-]+", role):
         raise OptionError(f"option transactionalRole must be letters, digits, . _ -: {role!r}")
     return SinkOptions(
         kafka=kafka,
         topic=topic,
-        delivery="exactly-once" if delivery == "exactly-once" else "at-least-once",
+        delivery=parse_delivery(options.get("delivery")),
         role=role,
-        marker_topic=options.get("markerTopic") or "streamscale-txn-markers",
+        marker_topic=options.get("markerTopic") or MARKER_TOPIC,
     )

@@ -52,17 +52,14 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from streamscale.errors import ConfigError, KafkaRequestError
 from streamscale.kafka.client import DeliveryError, producer_config
+from streamscale.kafka.options import MARKER_TOPIC
 
 log = logging.getLogger(__name__)
 
-Delivery = Literal["at-least-once", "exactly-once"]
-DELIVERIES: Final = ("at-least-once", "exactly-once")
-MARKER_TOPIC: Final = "streamscale-txn-markers"
-"""The compacted topic of the markers (one record per transactional id and transaction)."""
 MARKER_PARTITIONS: Final = 16
 TRANSACTION_TIMEOUT_MS: Final = 60_000
 BATCH_ID_PROPERTY: Final = "streaming.sql.batchId"
@@ -147,15 +144,6 @@ def marker_batch(value: bytes | None) -> int | None:
 def already_committed(batch_id: int, committed: int | None) -> bool:
     """True when the unit's last committed transaction is this batch or a later one."""
     return committed is not None and batch_id <= committed
-
-
-def parse_delivery(value: str | None) -> Delivery:
-    raw = (value or "at-least-once").strip().lower()
-    if raw == "at-least-once":
-        return "at-least-once"
-    if raw == "exactly-once":
-        return "exactly-once"
-    raise ConfigError(f"delivery must be at-least-once or exactly-once, got {value!r}")
 
 
 # --- where a write runs: the unit and batch of the current task -----------------------------

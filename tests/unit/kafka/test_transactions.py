@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from streamscale.errors import ConfigError
 from streamscale.kafka import transactions as tx
 from streamscale.kafka.exactly_once import ExactlyOnceWriter
-from streamscale.kafka.options import OptionError, parse_sink
+from streamscale.kafka.options import OptionError, parse_delivery, parse_sink
 from streamscale.settings import Settings, SettingsError
 
 
@@ -87,10 +87,10 @@ def test_the_writer_refuses_min_partitions_in_one_line() -> None:
 
 
 def test_parse_delivery() -> None:
-    assert tx.parse_delivery(None) == "at-least-once"
-    assert tx.parse_delivery("exactly-once") == "exactly-once"
+    assert parse_delivery(None) == "at-least-once"
+    assert parse_delivery("exactly-once") == "exactly-once"
     with pytest.raises(ConfigError):
-        tx.parse_delivery("x")
+        parse_delivery("x")
 
 
 @pytest.mark.parametrize(
