@@ -145,4 +145,4 @@ def test_report_shows_the_state_moving_and_its_cost(
     assert sorted((c["before"], c["after"]) for c in logged) == [(1, 2), (2, 1)], logged
     html = (report / "report.html").read_text()
     assert '<table id="state-moves">' in html and "1 → 2" in html and "2 → 1" in html
-    assert "state stores reloaded, pause" in done.stdout
+    assert "of state copied in" in done.stdout

@@ -41,6 +41,17 @@ from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics
 from streamscale.pipelines.runner import StopRequest, drive
 from streamscale.settings import Settings
 
+_SAY = threading.Lock()
+
+
+def say(line: str) -> None:
+    """One whole line to stdout: the batch lines, the command answers and the kill notices
+    come from different threads, and ``print`` writes a text and its newline separately, so
+    an answer could land inside another line and never be read as one."""
+    with _SAY:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
 
 class FaultSettings(Settings):
     """The project's settings with the sink producer's delivery timeout set."""
@@ -80,7 +91,7 @@ KILL_POINTS = ("batch-start", "state", "tasks", "before-commit", "committed")
 
 def die(point: str, batch_id: int) -> None:
     """SIGKILL this process group: the driver's Python, its JVM and its Python workers."""
-    print(f"killing at {point} batch {batch_id}", flush=True)
+    say(f"killing at {point} batch {batch_id}")
     os.killpg(0, signal.SIGKILL)
     time.sleep(60)  # never reached
 
@@ -102,7 +113,7 @@ def arm(pipeline: Any, spark: Any, point: str, first_batch: int, seed: int) -> N
         if hit and point == "tasks":  # the batch's job starts in ``original``
             threading.Thread(target=kill_in_job, args=(batch_id,), daemon=True).start()
         if hit and point == "state" and not armed:
-            print(f"killing at {point} batch {batch_id}", flush=True)
+            say(f"killing at {point} batch {batch_id}")
             armed.append(batch_id)
             enrichment.WriteTask = dying_write()  # type: ignore[misc]
         original(batch, batch_id)
@@ -187,33 +198,32 @@ def control(spark: Any, stream: Any) -> None:
                 # The executor running a task of the batch in flight, with the app id: the
                 # caller finds its JVM (CoarseGrainedExecutorBackend) and SIGKILLs it.
                 busy = wait_busy(actuator)[0]
-                print(f"busy {busy.id} {app_id} active {busy.active_tasks}", flush=True)
+                say(f"busy {busy.id} {app_id} active {busy.active_tasks}")
             elif words[0] == "remove-busy-executor":
                 # Every executor runs a task of the batch: whichever the actuator removes
                 # (idle first, then the least busy) is busy.
                 states = wait_busy(actuator, every=True)
                 result = actuator.apply(int(words[1]))
                 active = {e.id: e.active_tasks for e in states}
-                print(
+                say(
                     f"removed {','.join(result.killed) or '-'} running tasks "
                     f"{','.join(str(active.get(k, '?')) for k in result.killed)} "
                     f"ok {result.ok} error {result.error}",
-                    flush=True,
                 )
             elif words[0] == "apply":
                 result = actuator.apply(int(words[1]))
-                print(f"applied {result.target} ok {result.ok} error {result.error}", flush=True)
+                say(f"applied {result.target} ok {result.ok} error {result.error}")
             elif words[0] == "executors":
                 ids = actuator.executor_ids()
-                print(f"executors {len(ids)} {','.join(ids)} {app_id}", flush=True)
+                say(f"executors {len(ids)} {','.join(ids)} {app_id}")
             elif words[0] == "executor-hosts":
                 # Where each executor runs (its host:port, as it registered with the driver).
                 found = " ".join(f"{e.id}@{e.host_port}" for e in actuator.executors())
-                print(f"hosts {found or '-'}", flush=True)
+                say(f"hosts {found or '-'}")
             else:
-                print(f"unknown command {words[0]}", flush=True)
+                say(f"unknown command {words[0]}")
         except Exception as exc:  # one line to the caller, the pipeline runs on
-            print(f"command failed: {first_error_line(str(exc))}", flush=True)
+            say(f"command failed: {first_error_line(str(exc))}")
 
 
 def wait_busy(actuator: Any, *, every: bool = False, timeout_s: float = 120.0) -> Any:
@@ -308,7 +318,7 @@ def main() -> int:
             controller = start_autoscaler(spark, None, monitor.tracker, options, settings=settings)
             scaler = (controller, monitor)
             host = spark.conf.get("spark.driver.host")
-            print(f"autoscaler on {low}-{high}, driver at {host}", flush=True)
+            say(f"autoscaler on {low}-{high}, driver at {host}")
         if args.task_delay_ms > 0:
             slow_tasks(args.task_delay_ms / 1000)
         pipeline = Enrichment(settings, args.checkpoint, topics(args.prefix))
@@ -319,17 +329,17 @@ def main() -> int:
         trigger = {"processingTime": f"{args.trigger_ms} milliseconds"}
         with StopRequest() as stop_request:
             query = pipeline.start(spark, trigger)
-            print(f"started {query.id}", flush=True)
+            say(f"started {query.id}")
             try:
-                drive(query, pipeline, stop_request.event, lambda line: print(line, flush=True))
+                drive(query, pipeline, stop_request.event, say)
             except Exception as exc:  # awaitTermination raises the query's failure
-                print(f"error: {first_error_line(str(exc))}", flush=True)
+                say(f"error: {first_error_line(str(exc))}")
                 return 1
         error = query.exception()
         if error is not None:
-            print(f"error: {first_error_line(str(error))}", flush=True)
+            say(f"error: {first_error_line(str(error))}")
             return 1
-        print("stopped", flush=True)
+        say("stopped")
         return 0
     finally:
         if scaler is not None:

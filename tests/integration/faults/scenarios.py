@@ -330,6 +330,44 @@ def uncommitted(checkpoint: Path) -> set[int]:
     return _batch_ids(checkpoint / "offsets") - _batch_ids(checkpoint / "commits")
 
 
+class InFlight:
+    """The batches uncommitted at any moment of a fault, polled from the checkpoint in a thread
+    (every ``step_s``) from :meth:`start` until :meth:`stop`, which waits first for a batch
+    planned after the recovery to commit: a batch planned and retried between two samples
+    (say, sent to an executor whose host is already cut off) is in the window too."""
+
+    def __init__(self, checkpoint: Path, step_s: float = 0.05) -> None:
+        self.checkpoint = checkpoint
+        self.step_s = step_s
+        self.batches: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self.batches |= uncommitted(self.checkpoint)
+            self._stop.wait(self.step_s)
+
+    def start(self) -> InFlight:
+        self.batches |= uncommitted(self.checkpoint)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float) -> set[int]:
+        """Once a batch planned from now on has committed (or ``timeout_s`` passed): the
+        batches seen in flight."""
+        planned = max(_batch_ids(self.checkpoint / "offsets"), default=-1)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if max(_batch_ids(self.checkpoint / "commits"), default=-1) > planned:
+                break
+            time.sleep(self.step_s)
+        self._stop.set()
+        self._thread.join()
+        self.batches |= uncommitted(self.checkpoint)
+        return self.batches
+
+
 def caught_up(checkpoint: Path, bootstrap: str, topic: str) -> bool:
     """The last committed batch ends at the end offsets of ``topic``."""
     commits = _batch_ids(checkpoint / "commits")

@@ -38,6 +38,7 @@ from typing import Any
 from cluster_hosts import DRIVER_CONF, KAFKA_HOSTS, WORKERS, Hosts
 from scenarios import (
     FaultResult,
+    InFlight,
     Load,
     PipelineProcess,
     ScenarioError,
@@ -45,7 +46,6 @@ from scenarios import (
     create_topics,
     in_sync,
     load_referential,
-    uncommitted,
     wait_until,
 )
 from spark_scenarios import Topics, ask, phase_result
@@ -228,9 +228,9 @@ def worker_partition(
     load = _load(driver, count, rate, seed=52)
     busy = ask(driver.process, "busy-executor", "busy ", timeout_s).split()[1]
     host = running.get(busy) or driver.executor_hosts()[busy]
+    watch = InFlight(driver.checkpoint).start()
     net.link_down(host)
     cut_at = time.monotonic()
-    in_flight = uncommitted(driver.checkpoint)
     time.sleep(down_s)
     replacement: dict[str, str] = {}
 
@@ -242,13 +242,12 @@ def worker_partition(
     # The link stays down at least ``down_s``, and until the capacity is back elsewhere.
     wait_until("an executor on another host", replaced, timeout_s, step_s=1.0)
     replaced_s = time.monotonic() - cut_at
-    in_flight |= uncommitted(driver.checkpoint)
     net.link_up(host)
     wait_until(
         "both workers alive", lambda: driver.hosts.alive_workers() == len(WORKERS), timeout_s
     )
+    in_flight = watch.stop(timeout_s)
     _settle(driver, load, timeout_s)
-    in_flight |= uncommitted(driver.checkpoint)
     result = _result(driver, f"worker host cut off {down_s:.0f} s mid-batch", load, in_flight, t0)
     short, back = _replaced(driver.decisions()[first:], MIN_EXECUTORS)
     result.notes.append(
@@ -272,15 +271,15 @@ def broker_partition(
     net = driver.hosts.net
     load = _load(driver, count, rate, seed=53)
     wait_until("a third of the load", lambda: load.done >= count // 3, timeout_s)
+    watch = InFlight(driver.checkpoint).start()
     net.isolate(KAFKA_HOSTS[0], KAFKA_HOSTS[1:])
-    in_flight = uncommitted(driver.checkpoint)
     try:
         time.sleep(down_s)
-        in_flight |= uncommitted(driver.checkpoint)
         # As the majority side sees it (brokers 2 and 3): broker 1 fenced, leaders moved.
         during = leaders(driver, KAFKA_HOSTS[1:])
     finally:
         net.heal()
+    in_flight = watch.stop(timeout_s)
     _settle(driver, load, timeout_s)
     wait_until(
         "every replica in sync",
@@ -323,8 +322,8 @@ def worker_lost(driver: Driver, *, count: int, rate: float, timeout_s: float) ->
     load = _load(driver, count, rate, seed=54)
     two = driver.wait_hosts(MAX_EXECUTORS, timeout_s)
     lost = sorted(set(two.values()))[0]
+    watch = InFlight(driver.checkpoint).start()
     net.link_down(lost)
-    in_flight = uncommitted(driver.checkpoint)
     worker = driver.hosts.worker_pid(lost)
     for pid in [*processes.descendants(worker), worker]:
         with contextlib.suppress(ProcessLookupError):
@@ -332,9 +331,8 @@ def worker_lost(driver: Driver, *, count: int, rate: float, timeout_s: float) ->
     lost_at = time.monotonic()
     back = driver.wait_hosts(MAX_EXECUTORS, timeout_s, avoid=lost)
     back_s = time.monotonic() - lost_at
-    in_flight |= uncommitted(driver.checkpoint)
+    in_flight = watch.stop(timeout_s)
     _settle(driver, load, timeout_s)
-    in_flight |= uncommitted(driver.checkpoint)
     result = _result(driver, "worker host lost for good", load, in_flight, t0)
     short, again = _replaced(driver.decisions()[first:], MAX_EXECUTORS)
     result.notes.append(
