@@ -444,7 +444,8 @@ def _experiment(
             time.sleep(max(0.0, 1.0 - (time.time() - now)))
     stop_load.set()
     load.join(timeout=60)
-    _close_sessions(options, settings, state)
+    close = _closing_frame(options, settings, state)
+    close()
 
     def lag() -> int | None:
         snap = monitor.tracker.snapshot(pipeline.name, time.time())
@@ -452,7 +453,7 @@ def _experiment(
 
     outputs, expected = reference.result()
     _await_output(admin, outputs, len(expected), options.partitions, lag)
-    _await_costs(controller, decisions, 3 * options.control_interval_s)
+    _await_costs(controller, decisions, COST_WAIT_INTERVALS * options.control_interval_s, close)
     controller.stop()
     return Outcome(
         tasks,
@@ -466,13 +467,22 @@ def _experiment(
     )
 
 
-def _await_costs(controller: Any, decisions: Sequence[Any], timeout_s: float) -> None:
+COST_WAIT_INTERVALS = 6
+"""Control intervals the run waits, at most, for the cost of its last change."""
+
+
+def _await_costs(
+    controller: Any, decisions: Sequence[Any], timeout_s: float, nudge: Callable[[], None]
+) -> None:
     """Wait, at most ``timeout_s``, until the autoscaler has measured the cost of every change
-    it applied (its next control steps measure the batches after the last one)."""
+    it applied (its next control steps measure the batches after the last one). The load has
+    ended by then: ``nudge`` (the session-closing frame again) every ``CLOSING_SPACING_S``
+    gives the batches to measure on, however slowly the machine runs them."""
     applied = sum(1 for d in decisions if d.outcome == "applied" and d.direction in ("up", "down"))
     deadline = time.monotonic() + timeout_s
     while len(controller.costs) < applied and time.monotonic() < deadline:
-        time.sleep(0.5)
+        time.sleep(CLOSING_SPACING_S)
+        nudge()
 
 
 class _Say:
@@ -578,12 +588,16 @@ CLOSING_SPACING_S = 2.0
 """More than the demo's 1 s trigger: one send, one batch."""
 
 
-def _close_sessions(options: DemoOptions, settings: Settings, state: GeneratorState) -> None:
-    """Send one approved frame far enough ahead in event time to close every session, again
-    in the next batches (the same frame: the sentinel machine's session is never closed and
-    never compared), so that the scale-in's cost is measured on the batches it slows."""
+def _closing_frame(
+    options: DemoOptions, settings: Settings, state: GeneratorState
+) -> Callable[[], None]:
+    """A call that sends one approved frame far enough ahead in event time to close every
+    session, ``CLOSING_SENDS`` times (each in a batch of its own); calling it again sends it
+    once more (the same frame: the sentinel machine's session is never closed and never
+    compared), so that the scale-in's cost is measured on the batches it slows. Nothing for
+    the enrichment demo."""
     if options.pipeline != GAME_SESSIONS:
-        return
+        return lambda: None
     from confluent_kafka import Producer
 
     from streamscale.kafka.client import producer_config
@@ -595,13 +609,20 @@ def _close_sessions(options: DemoOptions, settings: Settings, state: GeneratorSt
     key = codec.header_json(codec.FrameHeader(ts, SENTINEL_MACHINE, "EU"))
     value = codec.body_json(codec.FrameBody(codec.GAMES[0], ("2A114101",)))
     producer = Producer(producer_config(settings.kafka_config()))
-    for send in range(CLOSING_SENDS):
-        if send:
-            time.sleep(CLOSING_SPACING_S)
-        producer.produce("GAME-FRAME-RQ", value, key, timestamp=ts)
-        producer.produce("GAME-FRAME-RS", value, key, timestamp=ts)
-        if producer.flush(30):
-            raise DemoError("could not deliver the session-closing frame")
+    sends = CLOSING_SENDS
+
+    def send() -> None:
+        nonlocal sends
+        for n in range(sends):
+            if n:
+                time.sleep(CLOSING_SPACING_S)
+            producer.produce("GAME-FRAME-RQ", value, key, timestamp=ts)
+            producer.produce("GAME-FRAME-RS", value, key, timestamp=ts)
+            if producer.flush(30):
+                raise DemoError("could not deliver the session-closing frame")
+        sends = 1
+
+    return send
 
 
 class Reference:
