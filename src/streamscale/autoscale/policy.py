@@ -365,6 +365,14 @@ class PolicyState:
     """``(time, arrival rate)`` of the last observation with input: during a silence
     (:func:`silent`), ``rate`` sizes a scale-down for that rate (an outage of the producers
     is not an input that ended), for up to ``catch_up_s``."""
+    scaled_for: float | None = None
+    """The arrival rate the last scale-up was decided at (the highest of the window), at most
+    what the count it asked for carries: the input that count was needed for, which a
+    scale-in keeps a way back to (:func:`reserve_holds`)."""
+    arrivals: tuple[tuple[float, float], ...] = ()
+    """``(time, arrival rate)`` of the observations with fresh metrics over the last
+    ``stabilization_window_s``: the input's measured spread, which a scale-down must survive
+    (:func:`window_peak`)."""
 
 
 @dataclass(frozen=True)
@@ -701,6 +709,66 @@ def riding_count(
     return n if peak + reserve <= _budget(config) else None
 
 
+def not_worth_its_pause(
+    config: PolicyConfig, obs: Observation, capacity: Capacity, wanted: int
+) -> bool:
+    """``rate``: a scale-up to ``wanted`` would not lower the predicted peak time lag (a
+    batch cycle included), its executors' start and its pause (the state it moves, priced)
+    counted, while the running count carries the input: the change costs more latency than
+    it saves. The input is the recent average when it is below the long one (a surge that
+    has ended: its records are in the backlog already, not to come again)."""
+    if obs.time_lag_s is None:  # the latency is compared only where it is measured
+        return False
+    recent = obs.recent_input_rate
+    now = obs if recent is None or recent >= obs.input_rate else _with_input(obs, recent)
+    current = obs.executors
+    if now.arrival_rate <= 0 or _saturated(config, now, capacity, current) < now.arrival_rate:
+        return False
+    pause = pause_for(config.restart_pause_s, config.state_reload_s, current, wanted)
+    horizon = config.scale_up_delay_s + pause + config.slo_horizon_s
+
+    def peak(n: int) -> float:
+        lag = predicted_peak_time_lag(config, now, capacity, n, horizon_s=horizon)
+        return lag + batch_cycle_s(config, now, capacity, n)
+
+    return peak(current) <= peak(wanted)
+
+
+def reserve_holds(
+    config: PolicyConfig,
+    obs: Observation,
+    capacity: Capacity,
+    executors: int,
+    scaled_for: float | None,
+) -> bool:
+    """``rate``: a scale-in to ``executors`` keeps a way back. Should the input return at
+    once to ``scaled_for`` (the rate the last scale-up was decided at), one scale-up from
+    ``executors``, decided up to a decision interval later, keeps the predicted time lag
+    (a batch cycle included) within ``SLO_MARGIN × urgent_time_lag_s``, its executors' start
+    and its pause (the reload of the state it moves, priced from the measured pauses)
+    included. Moving state gets dearer as the state grows: the count a query can come back
+    from grows with it. True without a remembered rate, or when ``executors`` carry it."""
+    if scaled_for is None or _saturated(config, obs, capacity, executors) >= scaled_for:
+        return True
+    surge = replace(
+        _with_input(obs, scaled_for),
+        executors=executors,
+        pending_executors=0,
+        partition_lag=(0,) * obs.partitions,
+        time_lag_s=0.0,
+    )
+    delay = config.decision_interval_s
+    for up in range(executors + 1, upper_bound(config, obs) + 1):
+        pause = pause_for(config.restart_pause_s, config.state_reload_s, executors, up)
+        horizon = delay + config.scale_up_delay_s + pause + config.slo_horizon_s
+        peak = predicted_peak_time_lag(
+            config, surge, capacity, up, horizon_s=horizon, delay_s=delay
+        )
+        if peak + batch_cycle_s(config, surge, capacity, up) <= _budget(config):
+            return True
+    return False
+
+
 def _budget_holds(config: PolicyConfig, obs: Observation, capacity: Capacity, wanted: int) -> bool:
     """The running count, though short of the rate target, may stay: it carries at least
     ``target_utilization`` of the input, and scaling up to ``wanted`` at the next decision
@@ -742,10 +810,39 @@ def _rate_target(
     if target <= current * (1 + config.tolerance):
         return target
     budget = _budget(config)
-    for executors in range(current + 1, math.ceil(target - 1e-9)):
-        if predicted_peak_time_lag(config, obs, capacity, executors) <= budget:
+    carrying = carrying_count(config, obs, capacity)
+    for executors in range(max(current + 1, carrying), math.ceil(target - 1e-9)):
+        # The horizon starts once the change is over: the executors' start and the pause
+        # (its state reload priced in) come first, then ``slo_horizon_s`` of the new count.
+        reaction = config.scale_up_delay_s + pause_for(
+            config.restart_pause_s, config.state_reload_s, current, executors
+        )
+        peak = predicted_peak_time_lag(
+            config, obs, capacity, executors, horizon_s=reaction + config.slo_horizon_s
+        )
+        if peak + batch_cycle_s(config, obs, capacity, executors) <= budget:
             return float(executors)
     return target
+
+
+def carrying_count(config: PolicyConfig, obs: Observation, capacity: Capacity) -> int:
+    """The fewest executors whose saturated throughput carries the input at the target
+    utilization (``arrival / target_utilization``), at most the usable count: a scale-up to
+    fewer leaves the backlog growing, and the next one costs another start and pause."""
+    need = obs.arrival_rate / config.target_utilization
+    return _carrying_from(config, obs, capacity, max(1, obs.executors), need)
+
+
+def _carrying_from(
+    config: PolicyConfig, obs: Observation, capacity: Capacity, first: int, rate: float
+) -> int:
+    """The fewest executors from ``first`` whose saturated throughput is at least ``rate``,
+    at most the usable count."""
+    most = usable_executors(config, obs)
+    for executors in range(first, most + 1):
+        if _saturated(config, obs, capacity, executors) >= rate:
+            return executors
+    return max(first, most)
 
 
 def _rate_wanted(config: PolicyConfig, obs: Observation, capacity: Capacity, up: bool) -> float:
@@ -769,7 +866,12 @@ def _rate_wanted(config: PolicyConfig, obs: Observation, capacity: Capacity, up:
     if not math.isfinite(target):
         return math.inf
     if up:
-        return math.ceil(target / (1 + config.tolerance) - 1e-9)
+        # The tolerance's rounding down only above the count that carries the input: below
+        # it, the rounding would eat the target utilization's margin (a count short of the
+        # input, topped up one executor at a time, each step another start and pause).
+        rounded = math.ceil(target / (1 + config.tolerance) - 1e-9)
+        carrying = min(carrying_count(config, obs, capacity), math.ceil(target - 1e-9))
+        return max(rounded, carrying)
     return math.ceil(target - 1e-9)
 
 
@@ -817,10 +919,26 @@ def rising(config: PolicyConfig, obs: Observation) -> bool:
     return recent is not None and recent > obs.input_rate * (1 + config.tolerance)
 
 
-def _remember_input(state: PolicyState, obs: Observation) -> PolicyState:
-    """``state`` with this observation's arrival rate as the rate last heard, unless the
-    input is silent."""
+def _remember_input(config: PolicyConfig, state: PolicyState, obs: Observation) -> PolicyState:
+    """``state`` with this observation's arrival rate among those of the window, and as the
+    rate last heard unless the input is silent."""
+    since = obs.now_s - config.stabilization_window_s
+    arrivals = (*(a for a in state.arrivals if a[0] > since), (obs.now_s, obs.arrival_rate))
+    state = replace(state, arrivals=arrivals)
     return state if silent(obs) else replace(state, heard=(obs.now_s, obs.arrival_rate))
+
+
+def window_peak(config: PolicyConfig, state: PolicyState, obs: Observation) -> float:
+    """The highest arrival rate observed over the last ``stabilization_window_s`` (``state``
+    has seen ``obs``), the observation's own included.
+
+    A scale-down is sized for it (Kubernetes' HPA keeps the highest recommendation of its
+    scale-down window for the same reason): after a scale-down no scale-up comes for a window
+    (no reversal), so the smaller count has to carry what the input did over the last one —
+    its noise, a spike that just passed — not its latest average alone."""
+    since = obs.now_s - config.stabilization_window_s
+    rates = [rate for t, rate in state.arrivals if t > since]
+    return max([obs.arrival_rate, *rates])
 
 
 def scale_down_rate(config: PolicyConfig, state: PolicyState, obs: Observation) -> float:
@@ -886,7 +1004,7 @@ def decide(
         capacity=remembered if problem is None else state.capacity,
     )
     if problem is None:
-        state = _remember_input(state, obs)
+        state = _remember_input(config, state, obs)
 
     def hold(reason: Reason, target: float | None = None) -> tuple[Decision, PolicyState]:
         return Decision(current, reason, current, target, capacity), state
@@ -907,6 +1025,9 @@ def decide(
             outgrown=outgrown,
             changed_from=current,
         )
+        if direction > 0 and capacity.known:
+            carried = _saturated(config, obs, capacity, desired)
+            new_state = replace(new_state, scaled_for=min(window_peak(config, state, obs), carried))
         if config.kind is PolicyKind.RATE:  # the clock restarts at the change (see above)
             new_state = replace(new_state, clear_since_s=now)
         elif direction < 0:  # the executor set changes: the no-backlog clock restarts
@@ -979,6 +1100,24 @@ def decide(
             kept = _rate_wanted(config, _with_input(obs, heard), capacity, up=False)
             riding = None
             wanted = min(current, max(wanted, kept))
+        # Headroom that survives the input's measured spread: the count kept carries the
+        # window's highest arrival rate (at most ridden on the latency budget at that rate).
+        # (A silence rides nothing: see above.)
+        peak = window_peak(config, state, obs)
+        if peak > obs.arrival_rate and wanted < current:
+            at_peak = _with_input(obs, peak)
+            kept = min(
+                _rate_wanted(config, at_peak, capacity, up=False),
+                _carrying_from(config, obs, capacity, 1, peak),
+            )
+            ride = None
+            if heard <= obs.arrival_rate:
+                ride = riding_count(config, at_peak, capacity, state.outgrown)
+            if ride is not None and ride < kept:
+                kept = ride
+            if kept > wanted:
+                riding = ride if ride == kept else None
+                wanted = min(current, kept)
 
     if wanted > current:
         if (
@@ -988,6 +1127,12 @@ def decide(
         ):
             state = replace(state, ridden=current)
             return hold(Reason.HOLD_WITHIN_BUDGET, target)
+        if (
+            sizing is not None
+            and not urgent
+            and not_worth_its_pause(config, obs, sizing, int(min(wanted, hi)))
+        ):
+            return hold(Reason.HOLD_PAUSE_COST, target)
         reason = Reason.SCALE_UP_BACKLOG if backlog else Reason.SCALE_UP_RATE
         if after_down:
             if not urgent:
@@ -1032,6 +1177,7 @@ def decide(
                 if predicted_peak_time_lag(config, obs, capacity, n)
                 + batch_cycle_s(config, obs, capacity, n)
                 <= bound
+                and reserve_holds(config, obs, capacity, n, state.scaled_for)
             ]
             if not fits:
                 return hold(Reason.HOLD_PAUSE_COST, target)

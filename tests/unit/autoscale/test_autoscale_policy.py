@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamscale.autoscale.capacity import throughput
 from streamscale.autoscale.policy import (
     BatchSample,
     Capacity,
@@ -23,12 +24,16 @@ from streamscale.autoscale.policy import (
     PolicyState,
     Reason,
     batch_cycle_s,
+    carrying_count,
     decide,
     has_backlog,
+    not_worth_its_pause,
     predicted_peak_time_lag,
+    reserve_holds,
     riding_count,
     upper_bound,
     urgent_backlog,
+    window_peak,
 )
 
 NOW = 1000.0
@@ -166,25 +171,28 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
     ),
     # a sustained overload: 2 executors (2000 rec/s) fall behind, 10 s of time lag, and the
     # time lag grows at 1 − 2000/4500 until new executors run 18 s later: 20 s < 30 s, the
-    # usual catch-up. 4500/0.7 + 50000/300 + 4500*18/300 = 6865 rec/s → 6.87 / 1.1 → 7; but
-    # 5 executors (5000 rec/s) keep the predicted time lag under 0.8 × 30 s for the next
-    # 60 s (about 20 s when they start, falling after): the SLO bounds the scale-up at 5
+    # usual catch-up. 4500/0.7 + 50000/300 + 4500*18/300 = 6865 rec/s → 6.87 / 1.1 → 7. The
+    # SLO bound cannot go below the count that carries the input at the target utilization
+    # (4500 / 0.7 = 6429 rec/s: 7): 5 executors would keep the time lag within the objective
+    # for a minute while the backlog grows, and the next scale-up would pay another start
+    # and pause
     (
         "rate: a sustained overload",
         RATE,
         QUIET,
         obs(executors=2, input_rate=4500, lag=50_000, time_lag_s=10.0),
-        5,
+        7,
         Reason.SCALE_UP_BACKLOG,
     ),
-    # a spike: 6000 rec/s on 2 executors, 40 000 behind, 7 s old; the rate target is 8.7, but
-    # 6 executors keep the predicted time lag at most 20.5 s over the next 60 s (≤ 0.8 × 30)
+    # a spike: 6000 rec/s on 2 executors, 40 000 behind, 7 s old; the rate target is 8.7.
+    # 6 executors would keep the predicted time lag within 0.8 × 30 s for 60 s, short of the
+    # input at the target utilization (8 571 rec/s): the bound, 8
     (
-        "rate: the SLO bounds a scale-up",
+        "rate: a scale-up carries the input at the target utilization",
         RATE,
         QUIET,
         obs(executors=2, input_rate=6000, lag=40_000, time_lag_s=7.0),
-        6,
+        8,
         Reason.SCALE_UP_BACKLOG,
     ),
     (
@@ -427,7 +435,7 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
         RATE,
         replace(QUIET, stable_since_s=NOW - 30, running=2),
         obs(executors=2, input_rate=5000, batches=sized_batches(1000, 2, [1, 4, 1, 4, 1, 4])),
-        4,  # 2 carry 2 000 rec/s of 5 000; the SLO-bounded scale-up still applies
+        8,  # 2 carry 2 000 rec/s of 5 000; a scale-up carries 5 000 / 0.7: 8
         Reason.SCALE_UP_RATE,
     ),
     (
@@ -435,7 +443,8 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
         replace(RATE, slo_horizon_s=0),
         replace(QUIET, stable_since_s=NOW - 50, running=2),
         obs(executors=2, input_rate=5000, batches=sized_batches(1000, 2, [1, 4, 1, 4, 1, 4])),
-        7,  # 5000 / 0.7 + 5000 × 18 / 300 = 7443 rec/s → 7.44 / 1.1 → 7
+        8,  # 5000 / 0.7 + 5000 × 18 / 300 = 7443 rec/s → 7.44 / 1.1 → 7, which carry
+        # 7 000 rec/s, short of 5000 / 0.7: the tolerance's rounding stops at 8
         Reason.SCALE_UP_RATE,
     ),
     (
@@ -1041,3 +1050,123 @@ def test_budget_is_spent_only_within_the_objective(
         assert time_lag is not None
         carried = 20_000 / (0.5 + 20_000 / (min(count, 8) * 1000.0))
         assert carried >= 0.95 * o.arrival_rate - 1e-6
+
+
+# Issue 23: a scale-up carries the input, a scale-in keeps headroom over the window's highest
+# input and a way back, and a change is made only when it is worth its pause.
+
+
+@given(
+    executors=st.integers(1, 8),
+    input_rate=st.floats(0, 9000),
+    utilization=st.floats(0.5, 1.0),
+)
+def test_carrying_count_carries_the_input_at_the_target_utilization(
+    executors: int, input_rate: float, utilization: float
+) -> None:
+    """The fewest executors from the running count whose throughput carries the input at
+    the target utilization, or the usable count when none does."""
+    config = replace(BUDGETED, target_utilization=utilization)
+    n = carrying_count(config, budget_obs(executors, input_rate, 1.0), HALF_S)
+    need = input_rate / utilization
+
+    def carries(k: int) -> bool:
+        return (
+            throughput(
+                k,
+                HALF_S,
+                trigger_interval_s=config.trigger_interval_s,
+                max_records_per_trigger=config.max_records_per_trigger,
+            )
+            >= need
+        )
+
+    assert executors <= n <= 8
+    assert n == executors or not carries(n - 1)
+    assert n == 8 or carries(n)
+
+
+@pytest.mark.parametrize(
+    ("arrivals", "rate", "peak"),
+    [
+        ((), 3000.0, 3000.0),  # nothing remembered: the observation's own
+        (((NOW - 30, 4200.0), (NOW - 10, 3100.0)), 3000.0, 4200.0),  # a spike 30 s ago
+        (((NOW - 61, 5000.0), (NOW - 10, 3100.0)), 3000.0, 3100.0),  # older than the window
+        (((NOW - 20, 2000.0),), 3000.0, 3000.0),  # the input rose: its own
+    ],
+)
+def test_window_peak(arrivals: tuple[tuple[float, float], ...], rate: float, peak: float) -> None:
+    state = replace(QUIET, arrivals=arrivals)
+    assert window_peak(BUDGETED, state, budget_obs(6, rate, 1.0)) == peak
+
+
+def test_a_scale_in_keeps_headroom_over_the_windows_highest_input() -> None:
+    """8 executors at 3 000/s, quiet for a window: down to 4 (3 636/s); with 4 500/s seen
+    20 s ago, down to 5 (4 444/s, within the sizing margin of 4 500/s: ridden on the latency
+    budget at that rate) — the input's spread over the window that the smaller count has to
+    live with, since no scale-up may follow for a window."""
+    state = replace(QUIET, capacity=HALF_S)
+    plain, after = decide(BUDGETED, state, budget_obs(8, 3000, 1.0))
+    assert (plain.desired, plain.reason) == (4, Reason.SCALE_DOWN_IDLE)
+    assert after.arrivals == ((NOW, 3000.0),)
+    spread = replace(state, arrivals=((NOW - 20, 4500.0),))
+    kept, _ = decide(BUDGETED, spread, budget_obs(8, 3000, 1.0))
+    assert (kept.desired, kept.reason) == (5, Reason.SCALE_DOWN_IDLE)
+
+
+# The stateful trace's cluster at its third surge: 4 500/s after 1 500/s, a whole state that
+# takes 27 s to reload (priced from the measured pauses), a decision every 10 s.
+STATEFUL = replace(BUDGETED, state_reload_s=27.0)
+
+
+@pytest.mark.parametrize(
+    ("config", "executors", "scaled_for", "holds"),
+    [
+        (BUDGETED, 2, None, True),  # no scale-up remembered
+        (BUDGETED, 2, 4500.0, True),  # stateless: 2 → 6 in time (5 s pause)
+        (STATEFUL, 2, 4500.0, False),  # 2 → n moves up to 2/3 of the state: too late
+        (STATEFUL, 3, 4500.0, False),
+        (STATEFUL, 4, 4500.0, True),  # 4 → 6 moves a third (14 s): within the objective
+        (STATEFUL, 2, 1800.0, True),  # 2 carry 1 905/s: nothing to come back for
+    ],
+)
+def test_reserve_holds(
+    config: PolicyConfig, executors: int, scaled_for: float | None, holds: bool
+) -> None:
+    o = budget_obs(executors + 2, 1500, 1.0)
+    assert reserve_holds(config, o, HALF_S, executors, scaled_for) is holds
+
+
+def test_a_stateful_scale_in_keeps_a_way_back_to_the_input_it_was_scaled_for() -> None:
+    """6 executors at 1 500/s after a surge of 4 500/s: stateless, down to 3 (the scale-down
+    factor's floor); with a 27 s state reload, to 4, the count one scale-up brings back
+    within the objective."""
+    state = replace(QUIET, capacity=HALF_S, scaled_for=4500.0)
+    stateless, _ = decide(BUDGETED, state, budget_obs(6, 1500, 1.0))
+    assert (stateless.desired, stateless.reason) == (3, Reason.SCALE_DOWN_IDLE)
+    stateful, _ = decide(STATEFUL, state, budget_obs(6, 1500, 1.0))
+    assert (stateful.desired, stateful.reason) == (4, Reason.SCALE_DOWN_IDLE)
+
+
+def test_a_scale_up_remembers_the_input_it_was_for() -> None:
+    up, after = decide(BUDGETED, replace(QUIET, capacity=HALF_S), budget_obs(2, 4000, 8.0))
+    assert up.direction > 0
+    assert after.scaled_for == pytest.approx(4000.0)
+
+
+@pytest.mark.parametrize(
+    ("observation", "wanted", "expected"),
+    [
+        # a spike just ended (30 s average 5 300/s, the last 10 s 3 300/s), 90 000 behind,
+        # 19 s old: 5 executors carry the input now; going to 7 pauses them (start, 5 s)
+        (budget_obs(5, 5300, 19.0, lag=90_000, recent_input_rate=3300), 7, True),
+        # the same backlog while the input is still 5 300/s: 5 do not carry it
+        (budget_obs(5, 5300, 19.0, lag=90_000), 7, False),
+        # a backlog 25 s old and growing behind 3 executors: a scale-up drains it sooner
+        (budget_obs(3, 2600, 25.0, lag=100_000), 6, False),
+        # the time lag unknown: nothing to compare
+        (budget_obs(5, 5300, None, lag=90_000, recent_input_rate=3300), 7, False),
+    ],
+)
+def test_not_worth_its_pause(observation: Observation, wanted: int, expected: bool) -> None:
+    assert not_worth_its_pause(BUDGETED, observation, HALF_S, wanted) is expected

@@ -98,6 +98,22 @@ def test_the_whole_state_reload_is_estimated_from_the_last_changes(
     assert reload_estimate(changes, 5.0) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(
+    ("sizes", "state_bytes", "expected"),
+    [
+        ([], 4e8, 20.0),  # sizes unknown: as measured
+        ([2e8], 0.0, 20.0),  # the state now unknown: as measured
+        ([2e8], 4e8, 40.0),  # the state doubled since: twice the reload
+        ([2e8], 1e8, 10.0),  # it halved: half
+        ([0.0], 4e8, 20.0),  # that change's size unknown: as measured
+    ],
+)
+def test_the_reload_is_priced_for_the_state_size_now(
+    sizes: list[float], state_bytes: float, expected: float
+) -> None:
+    assert reload_estimate([(15.0, 1, 2)], 5.0, sizes, state_bytes) == pytest.approx(expected)
+
+
 @given(st.floats(0, 60), st.floats(0, 600), st.integers(1, 16), st.integers(1, 16))
 def test_a_measured_pause_is_priced_back_exactly(
     base: float, reload_s: float, before: int, after: int
