@@ -44,7 +44,7 @@ from streamscale.autoscale.scale_cost import (
     reload_estimate,
 )
 from streamscale.errors import ConfigError
-from streamscale.lag.model import QuerySnapshot, state_partitions
+from streamscale.lag.model import QuerySnapshot, state_partitions, state_size
 
 log = logging.getLogger(__name__)
 
@@ -306,6 +306,9 @@ class Controller:
         the batches measure none (a scale-in at lag 0 sees only small batches)."""
         self.costs: list[ScaleCost] = []
         """Every scale event's measured cost, oldest first."""
+        self.state_bytes = 0.0
+        """The served queries' state size at the last step (their stateful operators' bytes,
+        summed; 0: stateless or not reported): the next change's reload is priced for it."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._log_file: IO[str] | None = None
@@ -344,6 +347,8 @@ class Controller:
             )
             config = with_limits(self.config, list(limits.values())) if limits else self.config
             measured = self._measure(snapshots, running)
+            sizes = [state_size(s.state_operators) for s in snapshots.values() if s is not None]
+            self.state_bytes = float(sum(sizes))
             config = replace(config, state_reload_s=self.state_reload_s)
             decision, self.state = decide(config, self.state, obs)
             result = self._apply(decision, running)
@@ -351,7 +356,9 @@ class Controller:
                 capacity = decision.capacity or UNKNOWN_CAPACITY
                 if not capacity.known:
                     capacity = self._known_capacity
-                self._events.append(ScaleEvent(self.clock(), running, decision.desired, capacity))
+                self._events.append(
+                    ScaleEvent(self.clock(), running, decision.desired, capacity, self.state_bytes)
+                )
             if decision.capacity is not None and decision.capacity.known:
                 self._known_capacity = decision.capacity
             record = self._record(now, obs, snapshots, decision, running, pending, result)
@@ -364,9 +371,13 @@ class Controller:
     def state_reload_s(self) -> float:
         """Seconds to reload the whole state elsewhere, priced into the next change: from the
         last changes' measured pauses (:func:`~streamscale.autoscale.scale_cost.
-        reload_estimate`), 0 before any (the configured ``restart_pause_s`` alone)."""
+        reload_estimate`), scaled by the state's growth since each (:attr:`state_bytes`), 0
+        before any (the configured ``restart_pause_s`` alone)."""
         return reload_estimate(
-            [(c.pause_s, c.before, c.after) for c in self.costs], self.config.restart_pause_s
+            [(c.pause_s, c.before, c.after) for c in self.costs],
+            self.config.restart_pause_s,
+            [c.state_bytes for c in self.costs],
+            self.state_bytes,
         )
 
     def _measure(self, snapshots: dict[str, QuerySnapshot | None], running: int) -> list[ScaleCost]:

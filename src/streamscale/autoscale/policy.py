@@ -83,6 +83,25 @@ Three rules of ``rate`` come from a trace family it was not tuned on (issue 23,
   sizes on averages that show part of it; its executors' start and warm-up took 30-60 s more
   before the next one could add what was missing.
 
+Four more rules of ``rate`` from the same family and from the ``stateful`` trace, where the
+rescale pause grows with the state (issue 23: the cost of a change, priced):
+
+- *a bet on a short burst is placed once* (:func:`_rate_target`): the first scale-up of a
+  surge may stop at the SLO-bounded count (its horizon lengthened by the state reload the
+  change costs); a scale-up that tops up a recent one sizes for the whole input at the
+  target utilization (:func:`carrying_count`, over a horizon that starts after the new
+  executors' start and pause, a batch cycle included) — no more one executor at a time, each
+  step another start and pause;
+- *a scale-down keeps headroom for the input's measured noise* (:func:`noisy_rate`: two
+  robust standard deviations of the recent input rates of the window's steady
+  observations), since no scale-up may follow it for a window;
+- *a stateful scale-down keeps a way back* (:func:`reserve_holds`): should the input return
+  to the rate the last scale-up was for, one scale-up from the smaller count, its priced
+  pause included, keeps the objective — where the state's reload is what would break it;
+- *a change is worth its pause or is not made* (:func:`not_worth_its_pause`,
+  ``hold_pause_cost``): a scale-up that would not lower the predicted time lag, its start and
+  pause counted, while the running count carries the input.
+
 One exception, the urgent backlog: when the time lag exceeds ``urgent_time_lag_s`` (default
 30 s, the latency objective), a scale-up after a scale-down is allowed inside the window and
 the warm-up (the scale-down was a mistake; waiting costs the objective), as
@@ -95,6 +114,7 @@ measures is the code that runs.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -155,7 +175,9 @@ class Reason(StrEnum):
     HOLD_INPUT_RISING = "hold_input_rising"
     HOLD_PAUSE_COST = "hold_pause_cost"
     """rate: every smaller count would break the latency objective during the pause the
-    change costs (its state reload, as measured on the last changes)."""
+    change costs (its state reload, as measured on the last changes), or leave no way back
+    to the input the last scale-up was for; or a scale-up would not lower the predicted time
+    lag, its own pause counted."""
 
 
 @dataclass(frozen=True)
@@ -365,6 +387,14 @@ class PolicyState:
     """``(time, arrival rate)`` of the last observation with input: during a silence
     (:func:`silent`), ``rate`` sizes a scale-down for that rate (an outage of the producers
     is not an input that ended), for up to ``catch_up_s``."""
+    scaled_for: float | None = None
+    """The arrival rate the last scale-up was decided at (the highest of the window), at most
+    what the count it asked for carries: the input that count was needed for, which a
+    scale-in keeps a way back to (:func:`reserve_holds`)."""
+    arrivals: tuple[tuple[float, float], ...] = ()
+    """``(time, recent input rate)`` of the steady observations (fresh metrics, no backlog)
+    over the last ``stabilization_window_s``: the input's measured noise, which a scale-down
+    keeps headroom for (:func:`noisy_rate`)."""
 
 
 @dataclass(frozen=True)
@@ -701,6 +731,80 @@ def riding_count(
     return n if peak + reserve <= _budget(config) else None
 
 
+def not_worth_its_pause(
+    config: PolicyConfig, obs: Observation, capacity: Capacity, wanted: int
+) -> bool:
+    """``rate``: a scale-up to ``wanted`` would not lower the predicted peak time lag (a
+    batch cycle included), its executors' start and its pause (the state it moves, priced)
+    counted, while the running count carries the input: the change costs more latency than
+    it saves. The input is the recent average when it is below the long one (a surge that
+    has ended: its records are in the backlog already, not to come again)."""
+    if obs.time_lag_s is None:  # the latency is compared only where it is measured
+        return False
+    recent = obs.recent_input_rate
+    now = obs if recent is None or recent >= obs.input_rate else _with_input(obs, recent)
+    current = obs.executors
+    if now.arrival_rate <= 0 or _saturated(config, now, capacity, current) < now.arrival_rate:
+        return False
+    pause = pause_for(config.restart_pause_s, config.state_reload_s, current, wanted)
+    horizon = config.scale_up_delay_s + pause + config.slo_horizon_s
+
+    def peak(n: int) -> float:
+        lag = predicted_peak_time_lag(config, now, capacity, n, horizon_s=horizon)
+        return lag + batch_cycle_s(config, now, capacity, n)
+
+    return peak(current) <= peak(wanted)
+
+
+def reserve_holds(
+    config: PolicyConfig,
+    obs: Observation,
+    capacity: Capacity,
+    executors: int,
+    scaled_for: float | None,
+) -> bool:
+    """``rate``: a scale-in to ``executors`` keeps a way back. Should the input return at
+    once to ``scaled_for`` (the rate the last scale-up was decided at), one scale-up from
+    ``executors``, decided up to a decision interval later, keeps the predicted time lag
+    (a batch cycle included) within ``SLO_MARGIN × urgent_time_lag_s``, its executors' start
+    and its pause (the reload of the state it moves, priced from the measured pauses)
+    included. Moving state gets dearer as the state grows: the count a query can come back
+    from grows with it. Only the state's price binds: True without a remembered rate, when
+    ``executors`` carry it, or when no way back would exist without state to reload either
+    (a stateless query scales in as the input falls; the input need not come back)."""
+    if scaled_for is None or _saturated(config, obs, capacity, executors) >= scaled_for:
+        return True
+    if config.state_reload_s <= 0:  # nothing to reload: the way back costs what it did
+        return True
+    return _way_back(config, obs, capacity, executors, scaled_for) or not _way_back(
+        replace(config, state_reload_s=0.0), obs, capacity, executors, scaled_for
+    )
+
+
+def _way_back(
+    config: PolicyConfig, obs: Observation, capacity: Capacity, executors: int, rate: float
+) -> bool:
+    """One scale-up from ``executors``, decided a decision interval after the input jumps to
+    ``rate``, keeps the predicted time lag (a batch cycle included) within the budget."""
+    surge = replace(
+        _with_input(obs, rate),
+        executors=executors,
+        pending_executors=0,
+        partition_lag=(0,) * obs.partitions,
+        time_lag_s=0.0,
+    )
+    delay = config.decision_interval_s
+    for up in range(executors + 1, upper_bound(config, obs) + 1):
+        pause = pause_for(config.restart_pause_s, config.state_reload_s, executors, up)
+        horizon = delay + config.scale_up_delay_s + pause + config.slo_horizon_s
+        peak = predicted_peak_time_lag(
+            config, surge, capacity, up, horizon_s=horizon, delay_s=delay
+        )
+        if peak + batch_cycle_s(config, surge, capacity, up) <= _budget(config):
+            return True
+    return False
+
+
 def _budget_holds(config: PolicyConfig, obs: Observation, capacity: Capacity, wanted: int) -> bool:
     """The running count, though short of the rate target, may stay: it carries at least
     ``target_utilization`` of the input, and scaling up to ``wanted`` at the next decision
@@ -724,11 +828,21 @@ def _budget_holds(config: PolicyConfig, obs: Observation, capacity: Capacity, wa
 
 
 def _rate_target(
-    config: PolicyConfig, obs: Observation, capacity: Capacity, pause_s: float
+    config: PolicyConfig,
+    obs: Observation,
+    capacity: Capacity,
+    pause_s: float,
+    *,
+    topping_up: bool = False,
 ) -> float:
     """Executors for the load; a scale-up bounded by the SLO: the fewest executors above the
-    current count whose predicted time lag stays within ``SLO_MARGIN × urgent_time_lag_s``
-    over ``slo_horizon_s`` (a short burst needs fewer executors than its input rate)."""
+    current count whose predicted time lag, a batch cycle included, stays within
+    ``SLO_MARGIN × urgent_time_lag_s`` for ``slo_horizon_s`` after the change is over (the
+    executors' start and the change's pause, its state reload priced in): a short burst
+    needs fewer executors than its input rate. That is a bet that the burst is short, taken
+    once: a scale-up ``topping_up`` an earlier one (the input outlasted the bet) is bounded
+    below by the count that carries the input (:func:`carrying_count`) — another short
+    step would cost another start and pause."""
     target = cap.executors_needed(
         _load(config, obs, capacity, pause_s),
         capacity,
@@ -742,21 +856,70 @@ def _rate_target(
     if target <= current * (1 + config.tolerance):
         return target
     budget = _budget(config)
-    for executors in range(current + 1, math.ceil(target - 1e-9)):
-        if predicted_peak_time_lag(config, obs, capacity, executors) <= budget:
+    if not topping_up:
+        for executors in range(current + 1, math.ceil(target - 1e-9)):
+            # the horizon covers the state the change reloads (priced), on top of the
+            # objective's minute: the bet is placed for a minute, not for the pause
+            pause = pause_for(config.restart_pause_s, config.state_reload_s, current, executors)
+            horizon = config.slo_horizon_s + max(0.0, pause - config.restart_pause_s)
+            peak = predicted_peak_time_lag(config, obs, capacity, executors, horizon_s=horizon)
+            if peak <= budget:
+                return float(executors)
+        return target
+    for executors in range(
+        max(current + 1, carrying_count(config, obs, capacity)), math.ceil(target - 1e-9)
+    ):
+        # The horizon starts once the change is over: the executors' start and the pause
+        # (its state reload priced in) come first, then ``slo_horizon_s`` of the new count.
+        reaction = config.scale_up_delay_s + pause_for(
+            config.restart_pause_s, config.state_reload_s, current, executors
+        )
+        peak = predicted_peak_time_lag(
+            config, obs, capacity, executors, horizon_s=reaction + config.slo_horizon_s
+        )
+        if peak + batch_cycle_s(config, obs, capacity, executors) <= budget:
             return float(executors)
     return target
 
 
-def _rate_wanted(config: PolicyConfig, obs: Observation, capacity: Capacity, up: bool) -> float:
+def carrying_count(config: PolicyConfig, obs: Observation, capacity: Capacity) -> int:
+    """The fewest executors whose saturated throughput carries the input at the target
+    utilization (``arrival / target_utilization``), at most the usable count: a scale-up to
+    fewer leaves the backlog growing, and the next one costs another start and pause."""
+    need = obs.arrival_rate / config.target_utilization
+    return _carrying_from(config, obs, capacity, max(1, obs.executors), need)
+
+
+def _carrying_from(
+    config: PolicyConfig, obs: Observation, capacity: Capacity, first: int, rate: float
+) -> int:
+    """The fewest executors from ``first`` whose saturated throughput is at least ``rate``,
+    at most the usable count."""
+    most = usable_executors(config, obs)
+    for executors in range(first, most + 1):
+        if _saturated(config, obs, capacity, executors) >= rate:
+            return executors
+    return max(first, most)
+
+
+def _rate_wanted(
+    config: PolicyConfig,
+    obs: Observation,
+    capacity: Capacity,
+    up: bool,
+    *,
+    topping_up: bool = False,
+) -> float:
     """Executor count for a change, including the records the change itself lets pile up.
 
-    Up: the smallest count the tolerance rule then keeps (no ceil-induced overshoot).
+    Up: the smallest count the tolerance rule then keeps (no ceil-induced overshoot); when
+    ``topping_up``, not below the count that carries the input.
     Down: a plain ceil, so that the new count runs at or under the target utilization and
     measurement noise cannot push it straight back over the tolerance (no flapping).
     """
     delay = config.scale_up_delay_s if up else 0.0
-    target = _rate_target(config, obs, capacity, config.restart_pause_s + delay)
+    top = topping_up and up
+    target = _rate_target(config, obs, capacity, config.restart_pause_s + delay, topping_up=top)
     if config.state_reload_s > 0 and math.isfinite(target):
         # The state share the change moves pauses it longer: sized again with that pause.
         moved = pause_for(
@@ -765,11 +928,18 @@ def _rate_wanted(config: PolicyConfig, obs: Observation, capacity: Capacity, up:
             obs.executors,
             max(1, math.ceil(target - 1e-9)),
         )
-        target = _rate_target(config, obs, capacity, moved + delay)
+        target = _rate_target(config, obs, capacity, moved + delay, topping_up=top)
     if not math.isfinite(target):
         return math.inf
     if up:
-        return math.ceil(target / (1 + config.tolerance) - 1e-9)
+        rounded = math.ceil(target / (1 + config.tolerance) - 1e-9)
+        if not top:
+            return rounded
+        # A top-up rounds down only above the count that carries the input: below it, the
+        # rounding would eat the target utilization's margin (a count short of the input,
+        # topped up one executor at a time, each step another start and pause).
+        carrying = min(carrying_count(config, obs, capacity), math.ceil(target - 1e-9))
+        return max(rounded, carrying)
     return math.ceil(target - 1e-9)
 
 
@@ -817,10 +987,53 @@ def rising(config: PolicyConfig, obs: Observation) -> bool:
     return recent is not None and recent > obs.input_rate * (1 + config.tolerance)
 
 
-def _remember_input(state: PolicyState, obs: Observation) -> PolicyState:
-    """``state`` with this observation's arrival rate as the rate last heard, unless the
-    input is silent."""
+def _remember_input(
+    config: PolicyConfig, state: PolicyState, obs: Observation, backlog: bool
+) -> PolicyState:
+    """``state`` with this observation's input rate among those of the window when it is
+    steady (no backlog: the recent average, else the long one), and its arrival rate as the
+    rate last heard unless the input is silent."""
+    since = obs.now_s - config.stabilization_window_s
+    kept = tuple(a for a in state.arrivals if a[0] > since)
+    if not backlog:
+        recent = obs.recent_input_rate
+        kept = (*kept, (obs.now_s, obs.input_rate if recent is None else recent))
+    state = replace(state, arrivals=kept)
     return state if silent(obs) else replace(state, heard=(obs.now_s, obs.arrival_rate))
+
+
+NOISE_Z = 2.0
+"""Standard deviations of the input's measured spread a scale-down keeps as headroom."""
+
+
+def noisy_rate(config: PolicyConfig, state: PolicyState, obs: Observation) -> float:
+    """The arrival rate with headroom for the input's measured noise (``state`` has seen
+    ``obs``): ``NOISE_Z`` robust standard deviations (1.4826 × the median absolute deviation)
+    of the recent input rates of the window's steady observations (no backlog), relative to
+    their median. After a scale-down no scale-up comes for a window (no reversal), so the
+    smaller count has to live with the input's wander over one. Only steady observations
+    count: a spike, and the backlog it leaves, are not noise (``rate`` sizes for them when
+    they come), and a robust spread ignores the odd one."""
+    since = obs.now_s - config.stabilization_window_s
+    rates = [rate for t, rate in state.arrivals if t > since]
+    if len(rates) < 3:  # no spread measured yet
+        return obs.arrival_rate
+    middle = statistics.median(rates)
+    if middle <= 0:
+        return obs.arrival_rate
+    spread = 1.4826 * statistics.median(abs(r - middle) for r in rates) / middle
+    return obs.arrival_rate * (1 + NOISE_Z * spread)
+
+
+def window_peak(config: PolicyConfig, state: PolicyState, obs: Observation) -> float:
+    """The highest input rate of the window's steady observations and this one's arrival
+    rate (``state`` has seen ``obs``): what a scale-up decided now is for
+    (:attr:`PolicyState.scaled_for`). (Sizing a scale-down for it, as the HPA's scale-down
+    window does, was tried: it keeps executors after every spike, ``spikes`` 1.50 × the
+    oracle; :func:`noisy_rate` keeps headroom for the noise alone.)"""
+    since = obs.now_s - config.stabilization_window_s
+    rates = [rate for t, rate in state.arrivals if t > since]
+    return max([obs.arrival_rate, *rates])
 
 
 def scale_down_rate(config: PolicyConfig, state: PolicyState, obs: Observation) -> float:
@@ -886,7 +1099,7 @@ def decide(
         capacity=remembered if problem is None else state.capacity,
     )
     if problem is None:
-        state = _remember_input(state, obs)
+        state = _remember_input(config, state, obs, backlog)
 
     def hold(reason: Reason, target: float | None = None) -> tuple[Decision, PolicyState]:
         return Decision(current, reason, current, target, capacity), state
@@ -907,6 +1120,9 @@ def decide(
             outgrown=outgrown,
             changed_from=current,
         )
+        if direction > 0 and capacity.known:
+            carried = _saturated(config, obs, capacity, desired)
+            new_state = replace(new_state, scaled_for=min(window_peak(config, state, obs), carried))
         if config.kind is PolicyKind.RATE:  # the clock restarts at the change (see above)
             new_state = replace(new_state, clear_since_s=now)
         elif direction < 0:  # the executor set changes: the no-backlog clock restarts
@@ -967,7 +1183,8 @@ def decide(
     if sizing is None:
         wanted: float = math.ceil(target - 1e-9)  # the HPA's rounding
     else:
-        wanted = _rate_wanted(config, obs, sizing, up=target > current)
+        topping_up = state.last_direction > 0 and since_change < window
+        wanted = _rate_wanted(config, obs, sizing, up=target > current, topping_up=topping_up)
         if riding is not None:
             wanted = min(wanted, riding)
     if config.kind is PolicyKind.RATE and wanted < current and capacity.known:
@@ -979,6 +1196,24 @@ def decide(
             kept = _rate_wanted(config, _with_input(obs, heard), capacity, up=False)
             riding = None
             wanted = min(current, max(wanted, kept))
+        # Headroom that survives the input's measured noise: the count kept carries the
+        # arrival rate plus its spread (at most ridden on the latency budget at that rate).
+        # (A silence rides nothing: see above.)
+        peak = noisy_rate(config, state, obs)
+        if peak > obs.arrival_rate and wanted < current:
+            at_peak = _with_input(obs, peak)
+            kept = min(
+                _rate_wanted(config, at_peak, capacity, up=False),
+                _carrying_from(config, obs, capacity, 1, peak),
+            )
+            ride = None
+            if heard <= obs.arrival_rate:
+                ride = riding_count(config, at_peak, capacity, state.outgrown)
+            if ride is not None and ride < kept:
+                kept = ride
+            if kept > wanted:
+                riding = ride if ride == kept else None
+                wanted = min(current, kept)
 
     if wanted > current:
         if (
@@ -988,6 +1223,9 @@ def decide(
         ):
             state = replace(state, ridden=current)
             return hold(Reason.HOLD_WITHIN_BUDGET, target)
+        if sizing is not None and not_worth_its_pause(config, obs, sizing, int(min(wanted, hi))):
+            # (urgent or not: a change that makes the time lag worse does not help it)
+            return hold(Reason.HOLD_PAUSE_COST, target)
         reason = Reason.SCALE_UP_BACKLOG if backlog else Reason.SCALE_UP_RATE
         if after_down:
             if not urgent:
@@ -1032,6 +1270,7 @@ def decide(
                 if predicted_peak_time_lag(config, obs, capacity, n)
                 + batch_cycle_s(config, obs, capacity, n)
                 <= bound
+                and reserve_holds(config, obs, capacity, n, state.scaled_for)
             ]
             if not fits:
                 return hold(Reason.HOLD_PAUSE_COST, target)

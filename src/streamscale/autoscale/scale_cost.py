@@ -34,6 +34,9 @@ class ScaleEvent:
     after: int
     capacity: Capacity
     """The capacity fit when the change was decided: the steady reference."""
+    state_bytes: float = 0.0
+    """The query's state size when the change was applied (0: unknown or stateless): what
+    the measured reload is priced against (:func:`reload_estimate`)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ class ScaleCost:
     """State stores reloaded from the checkpoint by those batches."""
     load_s: float
     bytes_copied: int
+    state_bytes: float = 0.0
+    """The state's size at the change (:attr:`ScaleEvent.state_bytes`)."""
 
     def as_dict(self) -> dict[str, float | int]:
         return {
@@ -76,6 +81,7 @@ class ScaleCost:
             "reloaded": self.reloaded,
             "load_s": round(self.load_s, 3),
             "bytes_copied": self.bytes_copied,
+            "state_bytes": round(self.state_bytes),
         }
 
 
@@ -100,6 +106,7 @@ def measure(
         reloaded=sum(b.loaded for b in counted),
         load_s=sum(b.load_s for b in counted),
         bytes_copied=sum(b.bytes_copied for b in counted),
+        state_bytes=event.state_bytes,
     )
 
 
@@ -116,14 +123,28 @@ def pause_for(base_s: float, reload_s: float, before: int, after: int) -> float:
     return 0.0 if before == after else base_s + reload_s * moved_share(before, after)
 
 
-def reload_estimate(changes: Sequence[tuple[float, int, int]], base_s: float) -> float:
+def reload_estimate(
+    changes: Sequence[tuple[float, int, int]],
+    base_s: float,
+    sizes: Sequence[float] = (),
+    state_bytes: float = 0.0,
+) -> float:
     """Seconds to reload the whole state, from the last three changes' ``(pause, before,
-    after)``: each pause above ``base_s`` over the share it moved (a state that grew makes the
-    next move dearer, and the newest figures say so first); 0 before any change. The
-    controller gives it the measured pauses, the simulator the pauses its model applied."""
-    estimates = [
-        max(0.0, pause - base_s) / moved_share(before, after)
-        for pause, before, after in changes[-3:]
-        if before != after
-    ]
+    after)``: each pause above ``base_s`` over the share it moved; 0 before any change. The
+    controller gives it the measured pauses, the simulator the pauses its model applied.
+
+    Priced from the state's size when it is known: ``sizes`` (aligned with ``changes``) are
+    the state's bytes at each change, ``state_bytes`` its bytes now, and each change's reload
+    is scaled by how much the state grew (or shrank) since. A state that keeps growing makes
+    every move dearer than the last one measured; unscaled, the price lags the state. A change
+    of unknown size (0, or no ``sizes``) counts as measured."""
+    recent = list(zip(changes, [*sizes, *([0.0] * len(changes))], strict=False))[-3:]
+    estimates = []
+    for (pause, before, after), size in recent:
+        if before == after:
+            continue
+        reload_s = max(0.0, pause - base_s) / moved_share(before, after)
+        if size > 0 and state_bytes > 0:
+            reload_s *= state_bytes / size
+        estimates.append(reload_s)
     return sum(estimates) / len(estimates) if estimates else 0.0

@@ -292,6 +292,7 @@ class _Cluster:
         "model",
         "next_trigger",
         "outputs",
+        "pause_sizes",
         "pause_until",
         "pauses",
         "pending",
@@ -326,6 +327,9 @@ class _Cluster:
         self.pause_until = 0.0
         self.pauses: list[tuple[float, int, int]] = []
         """``(pause, before, after)`` of every change so far (what a controller measures)."""
+        self.pause_sizes: list[float] = []
+        """The state's bytes at each of those changes (what a controller reads from the
+        query's state operators)."""
         self.billed = 0.0
         self.inputs: list[float] = []
         self.outputs: list[float] = []
@@ -343,6 +347,7 @@ class _Cluster:
         other.pending = list(self.pending)
         other.stopping = list(self.stopping)
         other.pauses = self.pauses[-3:]
+        other.pause_sizes = self.pause_sizes[-3:]
         # Histories are only read over the rate windows: keep them short in copies.
         keep = max(self.model.control_interval_s, self.model.rate_window_s)
         other.inputs = self.inputs[-keep:]
@@ -384,6 +389,7 @@ class _Cluster:
         """The running set changed from ``before``: no batch starts during its pause."""
         pause = self.model.pause_s(before, self.running, self.done)
         self.pauses.append((pause, before, self.running))
+        self.pause_sizes.append(self.model.state_bytes(self.done))
         self.pause_until = max(self.pause_until, when + pause)
         return pause
 
@@ -615,8 +621,14 @@ def simulate(trace: Trace, model: ClusterModel, strategy: Strategy) -> SimResult
     decisions: list[SimDecision] = []
     for t in range(len(rates)):
         if t > 0 and t % model.control_interval_s == 0:
-            # priced as the controller prices it: from the pauses of the last changes
-            reload_s = reload_estimate(cluster.pauses, float(model.rescale_pause_s))
+            # priced as the controller prices it: from the pauses of the last changes, scaled
+            # by the state's growth since
+            reload_s = reload_estimate(
+                cluster.pauses,
+                float(model.rescale_pause_s),
+                cluster.pause_sizes,
+                model.state_bytes(cluster.done),
+            )
             decision = decide(cluster.observe(t), reload_s)
             decisions.append(decision)
             cluster.request(decision.desired)

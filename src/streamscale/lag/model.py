@@ -153,6 +153,13 @@ def _int_or_none(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def state_size(operators: Sequence[StateOperatorStats]) -> int:
+    """Bytes of a query's state, summed over its stateful operators: what a moved state
+    partition reloads from the checkpoint (the SST files' size with RocksDB, the memory used
+    by another provider)."""
+    return sum(op.memory_bytes if op.disk_bytes is None else op.disk_bytes for op in operators)
+
+
 def state_partitions(operators: Sequence[StateOperatorStats]) -> tuple[int, str] | None:
     """The fewest state partitions among a query's stateful operators, and that operator:
     the stateful stage with the fewest tasks (None without a stateful operator)."""

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamscale.autoscale.capacity import throughput
 from streamscale.autoscale.policy import (
     BatchSample,
     Capacity,
@@ -23,12 +24,17 @@ from streamscale.autoscale.policy import (
     PolicyState,
     Reason,
     batch_cycle_s,
+    carrying_count,
     decide,
     has_backlog,
+    noisy_rate,
+    not_worth_its_pause,
     predicted_peak_time_lag,
+    reserve_holds,
     riding_count,
     upper_bound,
     urgent_backlog,
+    window_peak,
 )
 
 NOW = 1000.0
@@ -185,6 +191,25 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
         QUIET,
         obs(executors=2, input_rate=6000, lag=40_000, time_lag_s=7.0),
         6,
+        Reason.SCALE_UP_BACKLOG,
+    ),
+    # the same overload and spike 20 s after a scale-up (a bet on a short burst, lost):
+    # the top-up carries the input at the target utilization (4500 / 0.7 = 6 429 rec/s: 7;
+    # 6000 / 0.7 = 8 571 rec/s: the bound, 8), not another short step
+    (
+        "rate: a top-up carries the input (overload)",
+        RATE,
+        replace(QUIET, last_change_s=NOW - 20, last_direction=1, stable_since_s=NOW - 500),
+        obs(executors=2, input_rate=4500, lag=50_000, time_lag_s=10.0),
+        7,
+        Reason.SCALE_UP_BACKLOG,
+    ),
+    (
+        "rate: a top-up carries the input (spike)",
+        RATE,
+        replace(QUIET, last_change_s=NOW - 20, last_direction=1, stable_since_s=NOW - 500),
+        obs(executors=2, input_rate=6000, lag=40_000, time_lag_s=7.0),
+        8,
         Reason.SCALE_UP_BACKLOG,
     ),
     (
@@ -1041,3 +1066,158 @@ def test_budget_is_spent_only_within_the_objective(
         assert time_lag is not None
         carried = 20_000 / (0.5 + 20_000 / (min(count, 8) * 1000.0))
         assert carried >= 0.95 * o.arrival_rate - 1e-6
+
+
+# Issue 23: a scale-up carries the input, a scale-in keeps headroom over the window's highest
+# input and a way back, and a change is made only when it is worth its pause.
+
+
+@given(
+    executors=st.integers(1, 8),
+    input_rate=st.floats(0, 9000),
+    utilization=st.floats(0.5, 1.0),
+)
+def test_carrying_count_carries_the_input_at_the_target_utilization(
+    executors: int, input_rate: float, utilization: float
+) -> None:
+    """The fewest executors from the running count whose throughput carries the input at
+    the target utilization, or the usable count when none does."""
+    config = replace(BUDGETED, target_utilization=utilization)
+    n = carrying_count(config, budget_obs(executors, input_rate, 1.0), HALF_S)
+    need = input_rate / utilization
+
+    def carries(k: int) -> bool:
+        return (
+            throughput(
+                k,
+                HALF_S,
+                trigger_interval_s=config.trigger_interval_s,
+                max_records_per_trigger=config.max_records_per_trigger,
+            )
+            >= need
+        )
+
+    assert executors <= n <= 8
+    assert n == executors or not carries(n - 1)
+    assert n == 8 or carries(n)
+
+
+@pytest.mark.parametrize(
+    ("arrivals", "rate", "peak"),
+    [
+        ((), 3000.0, 3000.0),  # nothing remembered: the observation's own
+        (((NOW - 30, 4200.0), (NOW - 10, 3100.0)), 3000.0, 4200.0),  # a spike 30 s ago
+        (((NOW - 61, 5000.0), (NOW - 10, 3100.0)), 3000.0, 3100.0),  # older than the window
+        (((NOW - 20, 2000.0),), 3000.0, 3000.0),  # the input rose: its own
+    ],
+)
+def test_window_peak(arrivals: tuple[tuple[float, float], ...], rate: float, peak: float) -> None:
+    state = replace(QUIET, arrivals=arrivals)
+    assert window_peak(BUDGETED, state, budget_obs(6, rate, 1.0)) == peak
+
+
+def test_a_scale_in_keeps_headroom_over_the_windows_highest_input() -> None:
+    """8 executors at 3 300/s, quiet for a window: down to 4 (3 636/s); with the window's
+    steady input wandering ±10 % (two robust deviations: +26 %), down to 5 (4 444/s) — the
+    noise the smaller count has to live with, since no scale-up may follow for a window."""
+    state = replace(QUIET, capacity=HALF_S)
+    plain, after = decide(BUDGETED, state, budget_obs(8, 3300, 1.0))
+    assert (plain.desired, plain.reason) == (4, Reason.SCALE_DOWN_IDLE)
+    assert after.arrivals == ((NOW, 3300.0),)
+    wander = ((NOW - 40, 2970.0), (NOW - 30, 3630.0), (NOW - 20, 2970.0), (NOW - 10, 3630.0))
+    kept, _ = decide(BUDGETED, replace(state, arrivals=wander), budget_obs(8, 3300, 1.0))
+    assert (kept.desired, kept.reason) == (5, Reason.SCALE_DOWN_IDLE)
+
+
+# The stateful trace's cluster at its third surge: 4 500/s after 1 500/s, a whole state that
+# takes 27 s to reload (priced from the measured pauses), a decision every 10 s.
+STATEFUL = replace(BUDGETED, state_reload_s=27.0)
+
+
+@pytest.mark.parametrize(
+    ("config", "executors", "scaled_for", "holds"),
+    [
+        (BUDGETED, 2, None, True),  # no scale-up remembered
+        (BUDGETED, 2, 4500.0, True),  # stateless: 2 → 6 in time (5 s pause)
+        (STATEFUL, 2, 4500.0, False),  # 2 → n moves up to 2/3 of the state: too late
+        (STATEFUL, 3, 4500.0, False),
+        (STATEFUL, 4, 4500.0, True),  # 4 → 6 moves a third (14 s): within the objective
+        (STATEFUL, 2, 1800.0, True),  # 2 carry 1 905/s: nothing to come back for
+    ],
+)
+def test_reserve_holds(
+    config: PolicyConfig, executors: int, scaled_for: float | None, holds: bool
+) -> None:
+    o = budget_obs(executors + 2, 1500, 1.0)
+    assert reserve_holds(config, o, HALF_S, executors, scaled_for) is holds
+
+
+def test_a_stateful_scale_in_keeps_a_way_back_to_the_input_it_was_scaled_for() -> None:
+    """6 executors at 1 500/s after a surge of 4 500/s: stateless, down to 3 (the scale-down
+    factor's floor); with a 27 s state reload, to 4, the count one scale-up brings back
+    within the objective."""
+    state = replace(QUIET, capacity=HALF_S, scaled_for=4500.0)
+    stateless, _ = decide(BUDGETED, state, budget_obs(6, 1500, 1.0))
+    assert (stateless.desired, stateless.reason) == (3, Reason.SCALE_DOWN_IDLE)
+    stateful, _ = decide(STATEFUL, state, budget_obs(6, 1500, 1.0))
+    assert (stateful.desired, stateful.reason) == (4, Reason.SCALE_DOWN_IDLE)
+
+
+def test_a_scale_up_remembers_the_input_it_was_for() -> None:
+    up, after = decide(BUDGETED, replace(QUIET, capacity=HALF_S), budget_obs(2, 4000, 8.0))
+    assert up.desired == 4
+    assert after.scaled_for == pytest.approx(3636.36, abs=0.01)  # 4000/s, capped by what 4 carry
+
+
+@pytest.mark.parametrize(
+    ("observation", "wanted", "expected"),
+    [
+        # a spike just ended (30 s average 5 300/s, the last 10 s 3 300/s), 90 000 behind,
+        # 19 s old: 5 executors carry the input now; going to 7 pauses them (start, 5 s)
+        (budget_obs(5, 5300, 19.0, lag=90_000, recent_input_rate=3300), 7, True),
+        # the same backlog while the input is still 5 300/s: 5 do not carry it
+        (budget_obs(5, 5300, 19.0, lag=90_000), 7, False),
+        # a backlog 25 s old and growing behind 3 executors: a scale-up drains it sooner
+        (budget_obs(3, 2600, 25.0, lag=100_000), 6, False),
+        # the time lag unknown: nothing to compare
+        (budget_obs(5, 5300, None, lag=90_000, recent_input_rate=3300), 7, False),
+    ],
+)
+def test_not_worth_its_pause(observation: Observation, wanted: int, expected: bool) -> None:
+    assert not_worth_its_pause(BUDGETED, observation, HALF_S, wanted) is expected
+
+
+@pytest.mark.parametrize(
+    ("arrivals", "rate", "expected"),
+    [
+        ((), 3000.0, 3000.0),  # no spread measured yet
+        (((NOW - 20, 3000.0), (NOW - 10, 3000.0)), 3000.0, 3000.0),  # two: not yet
+        (((NOW - 30, 3000.0), (NOW - 20, 3000.0), (NOW - 10, 3000.0)), 3000.0, 3000.0),
+        # ±10 % around 3 000: MAD 300, σ 445 (14.8 %), two of them on top
+        (((NOW - 30, 2700.0), (NOW - 20, 3300.0), (NOW - 10, 3000.0)), 3000.0, 3889.56),
+        # one spike among steady observations is not noise
+        (((NOW - 30, 3000.0), (NOW - 20, 6000.0), (NOW - 10, 3000.0)), 3000.0, 3000.0),
+        # older than the window: forgotten
+        (((NOW - 90, 2700.0), (NOW - 80, 3300.0), (NOW - 70, 3000.0)), 3000.0, 3000.0),
+    ],
+)
+def test_noisy_rate(
+    arrivals: tuple[tuple[float, float], ...], rate: float, expected: float
+) -> None:
+    state = replace(QUIET, arrivals=arrivals)
+    got = noisy_rate(BUDGETED, state, budget_obs(6, rate, 1.0))
+    assert got == pytest.approx(expected, abs=0.01)
+
+
+@given(st.lists(st.floats(100, 6000), min_size=3, max_size=6), st.floats(100, 6000))
+def test_noisy_rate_never_below_the_arrival_rate(rates: list[float], rate: float) -> None:
+    arrivals = tuple((NOW - 50 + 10 * i, r) for i, r in enumerate(rates))
+    o = budget_obs(6, rate, 1.0)
+    assert noisy_rate(BUDGETED, replace(QUIET, arrivals=arrivals), o) >= o.arrival_rate
+
+
+def test_the_window_remembers_only_steady_observations() -> None:
+    """An observation with a backlog (a spike, its drain) is not among the input's noise."""
+    state = replace(QUIET, capacity=HALF_S)
+    _, after = decide(BUDGETED, state, budget_obs(2, 4000, 8.0, lag=60_000))
+    assert after.arrivals == ()

@@ -20,7 +20,13 @@ from streamscale.autoscale.scale_cost import (
     pause_for,
     reload_estimate,
 )
-from streamscale.lag.model import BatchStats, LagTracker, PartitionOffsets, ProgressSample
+from streamscale.lag.model import (
+    BatchStats,
+    LagTracker,
+    PartitionOffsets,
+    ProgressSample,
+    StateOperatorStats,
+)
 
 FIT = Capacity(0.5, 1000.0, CapacityMethod.FIT, 6)  # 0.5 s + records / (1000/s × executors)
 
@@ -98,6 +104,22 @@ def test_the_whole_state_reload_is_estimated_from_the_last_changes(
     assert reload_estimate(changes, 5.0) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(
+    ("sizes", "state_bytes", "expected"),
+    [
+        ([], 4e8, 20.0),  # sizes unknown: as measured
+        ([2e8], 0.0, 20.0),  # the state now unknown: as measured
+        ([2e8], 4e8, 40.0),  # the state doubled since: twice the reload
+        ([2e8], 1e8, 10.0),  # it halved: half
+        ([0.0], 4e8, 20.0),  # that change's size unknown: as measured
+    ],
+)
+def test_the_reload_is_priced_for_the_state_size_now(
+    sizes: list[float], state_bytes: float, expected: float
+) -> None:
+    assert reload_estimate([(15.0, 1, 2)], 5.0, sizes, state_bytes) == pytest.approx(expected)
+
+
 @given(st.floats(0, 60), st.floats(0, 600), st.integers(1, 16), st.integers(1, 16))
 def test_a_measured_pause_is_priced_back_exactly(
     base: float, reload_s: float, before: int, after: int
@@ -154,6 +176,51 @@ def test_the_controller_measures_each_change_and_prices_the_next_with_it(tmp_pat
     assert controller.state_reload_s == pytest.approx(expected)
     assert tracker.scale_costs()["q"][1] == 3
     assert '"scale_costs":[{' in (tmp_path / "d.jsonl").read_text()
+
+
+def test_the_controller_prices_the_reload_for_the_state_size_now(tmp_path: Path) -> None:
+    """The state's size (RocksDB SST bytes in the progress) is kept with each scale event;
+    when the state has doubled since, the next change is priced twice as dear."""
+    tracker = LagTracker()
+    clock = [1_000.0]
+    actuator = FakeActuator(current=1, max_executors=2)
+    controller = Controller(
+        "q",
+        tracker,
+        actuator,
+        PolicyConfig(min_executors=1, max_executors=2, restart_pause_s=5.0),
+        interval_s=5,
+        clock=lambda: clock[0],
+    )
+    offset = batch_id = 0
+    size = [100_000_000]
+
+    def feed(busy: float, records: int, lag: int) -> None:
+        nonlocal offset, batch_id
+        offset += records
+        batch_id += 1
+        clock[0] += busy
+        stats = BatchStats(batch_id, clock[0], records, busy, busy, 0)
+        parts = (PartitionOffsets("in", 0, offset + lag, offset), PartitionOffsets("in", 1, lag, 0))
+        state = (StateOperatorStats("agg", 8, 1000, 10, 0, 5_000, 0.01, 8, size[0]),)
+        tracker.ingest(ProgressSample("q", clock[0], parts, stats, state))
+
+    for i in range(6):
+        feed(0.5 + (1000 if i % 2 else 4000) / 1000, 1000 if i % 2 else 4000, 200_000 + i * 50_000)
+    assert controller.step().direction == "up"
+    assert controller.state_bytes == 100_000_000
+    feed(6.0 + 1.25, 4000, 300_000)
+    feed(0.5 + 0.5, 1000, 280_000)
+    feed(0.5 + 2.0, 4000, 260_000)
+    record = controller.step()
+    cost = record.scale_costs[0]
+    assert cost["state_bytes"] == 100_000_000
+    measured = max(0.0, float(cost["pause_s"]) - 5.0) / 0.5
+    assert controller.state_reload_s == pytest.approx(measured)
+    size[0] = 200_000_000  # the state doubled
+    feed(0.5 + 2.0, 4000, 240_000)
+    controller.step()
+    assert controller.state_reload_s == pytest.approx(2 * measured)
 
 
 def test_the_simulator_calibrates_the_state_reload_from_a_decision_log() -> None:

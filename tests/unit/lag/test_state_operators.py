@@ -18,6 +18,7 @@ from streamscale.lag.model import (
     StateOperatorStats,
     state_operators,
     state_partitions,
+    state_size,
 )
 
 ROCKSDB = {
@@ -101,6 +102,15 @@ def test_no_state_operators_key_is_stateless() -> None:
 def test_state_partitions_is_the_narrowest_operator() -> None:
     ops = state_operators({"stateOperators": [HDFS, ROCKSDB]})
     assert state_partitions(ops) == (4, "sessionWindowStateStoreSaveExec")
+
+
+def test_state_size_is_the_sst_files_with_rocksdb_else_the_memory_used() -> None:
+    ops = state_operators({"stateOperators": [HDFS, ROCKSDB]})
+    rocks = next(op for op in ops if op.disk_bytes is not None)
+    hdfs = next(op for op in ops if op.disk_bytes is None)
+    assert rocks.disk_bytes is not None
+    assert state_size(ops) == rocks.disk_bytes + hdfs.memory_bytes
+    assert state_size(()) == 0
 
 
 def test_the_listener_keeps_the_operators_of_a_progress() -> None:
