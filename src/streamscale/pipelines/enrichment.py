@@ -83,6 +83,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from streamscale.errors import LaunchError
+from streamscale.kafka import transactions as tx
 from streamscale.pipelines import deadletter as dl
 from streamscale.pipelines.query import ForeachBatchQuery, progress_data, read_kafka
 from streamscale.settings import KafkaSource, Settings
@@ -298,7 +299,9 @@ class WriteTask:
     """Step 3 of the module doc: write the named purchases; yield one row of counts."""
 
     output: str
-    sink_options: Mapping[str, str]
+    sink_options: Mapping[str, str] | None
+    """None: yield the sink rows for the JVM's transactional writer
+    (:data:`.transactions.JVM_ROWS`) instead of writing them."""
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -308,6 +311,20 @@ class WriteTask:
         from streamscale.pipelines import purchase_batches as pb
 
         out = pb.Enriched()
+        if self.sink_options is None:
+            for b in batches:
+                if b.num_rows:
+                    rows = pb.output(b, self.output, out)
+                    yield rows.append_column("counts", pa.nulls(rows.num_rows, pa.string()))
+            yield pa.RecordBatch.from_pydict(
+                {
+                    "key": pa.nulls(1, pa.binary()),
+                    "value": pa.nulls(1, pa.binary()),
+                    "topic": pa.nulls(1, pa.string()),
+                    "counts": [json.dumps(out.counts)],
+                }
+            )
+            return
         with collector_paused():
             write_rows(
                 self.sink_options,
@@ -446,10 +463,18 @@ class Enrichment(ForeachBatchQuery):
 
     def process_batch(self, batch: DataFrame, batch_id: int) -> None:
         """Write the batch's named purchases (module doc, step 3, on the executors)."""
-        task = WriteTask(self.topics.output, self.settings.sink_options("write"))
+        s = self.settings
         counts = BatchCounts()
-        for row in batch.mapInArrow(task, "counts STRING").collect():
-            counts.add(json.loads(row["counts"]))
+        if s.delivery == "exactly-once":
+            # Written by the executors' JVM, which keeps one transactional producer per
+            # unit for its life (transactions.write_in_jvm says why not the Python workers).
+            rows = batch.mapInArrow(WriteTask(self.topics.output, None), tx.JVM_ROWS)
+            for _, text in tx.write_in_jvm(rows, s.kafka_options(), s.kafka_config(), "write"):
+                counts.add(json.loads(text))
+        else:
+            task = WriteTask(self.topics.output, s.sink_options("write"))
+            for row in batch.mapInArrow(task, "counts STRING").collect():
+                counts.add(json.loads(row["counts"]))
         self.counts[batch_id] = {"enriched": counts.enriched, "unknown": counts.unknown}
 
     def counts_of(self, batch_id: int) -> dict[str, int]:
