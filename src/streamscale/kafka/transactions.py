@@ -407,15 +407,10 @@ def write_in_jvm(
     (:meth:`.settings.Settings.kafka_options`); ``admin_kafka``: as librdkafka's, for
     creating the marker topic here, on the driver.
     """
-    from py4j.java_gateway import JavaClass
-
     unit, batch_id = current_unit(role)
     partitions = ensure_marker_topic(admin_kafka, marker_topic)
-    jvm: Any = rows.sparkSession.sparkContext._jvm
-    writer = jvm
-    for part in JVM_WRITER.split("."):
-        writer = getattr(writer, part)
-    if not isinstance(writer, JavaClass):
+    writer = _jvm_writer(rows.sparkSession)
+    if writer is None:
         raise ConfigError(
             f"the JVM writer {JVM_WRITER} is not on the Spark class path: run `make setup` "
             "(it compiles jvm/operators into jvm/lib/operators)"
@@ -432,16 +427,29 @@ def write_in_jvm(
     return out
 
 
+def _jvm_writer(spark: Any) -> Any:
+    """The JVM writer's class through py4j, or None when it is not on the class path."""
+    from py4j.java_gateway import JavaClass
+
+    writer: Any = spark.sparkContext._jvm
+    for part in JVM_WRITER.split("."):
+        writer = getattr(writer, part)
+    return writer if isinstance(writer, JavaClass) else None
+
+
 def close_jvm_kept(spark: Any) -> int:
     """Close the transactional producers the driver's JVM keeps (the executor of a local
     master); how many (0 when the writer is not on the class path)."""
-    from py4j.java_gateway import JavaClass
+    writer = _jvm_writer(spark)
+    return 0 if writer is None else int(writer.closeAll())
 
-    jvm: Any = spark.sparkContext._jvm
-    writer = jvm
-    for part in JVM_WRITER.split("."):
-        writer = getattr(writer, part)
-    return int(writer.closeAll()) if isinstance(writer, JavaClass) else 0
+
+def jvm_writer_stats(spark: Any) -> dict[str, int]:
+    """What the driver JVM's writer did since the JVM started (with a local master, every
+    task's): producers ``opened`` and ``open_ms``, kept ones found fenced and ``replaced``,
+    transactions ``committed`` and ``transaction_ms``, units ``skipped``."""
+    writer = _jvm_writer(spark)
+    return {} if writer is None else {str(k): int(v) for k, v in writer.stats().items()}
 
 
 def kafka_reason(exc: BaseException) -> str:

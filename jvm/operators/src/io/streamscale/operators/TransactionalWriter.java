@@ -11,6 +11,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -63,7 +64,33 @@ public final class TransactionalWriter {
   /** The producers this JVM keeps, by connection and transactional id; taken out while in use. */
   private static final ConcurrentHashMap<String, Kept> KEPT = new ConcurrentHashMap<>();
 
+  /** What this JVM's writer did, for the benchmarks: see {@link #stats}. */
+  private static final AtomicLong OPENED = new AtomicLong();
+
+  private static final AtomicLong REPLACED = new AtomicLong();
+  private static final AtomicLong COMMITTED = new AtomicLong();
+  private static final AtomicLong SKIPPED = new AtomicLong();
+  private static final AtomicLong OPEN_NANOS = new AtomicLong();
+  private static final AtomicLong TXN_NANOS = new AtomicLong();
+
   private TransactionalWriter() {}
+
+  /**
+   * Counters since this JVM started: producers opened ({@code initTransactions} and the marker
+   * read) and the milliseconds they took, kept producers found fenced and replaced,
+   * transactions committed and the milliseconds from begin to commit, units skipped as
+   * already committed.
+   */
+  public static Map<String, Long> stats() {
+    Map<String, Long> out = new TreeMap<>();
+    out.put("opened", OPENED.get());
+    out.put("open_ms", OPEN_NANOS.get() / 1_000_000);
+    out.put("replaced", REPLACED.get());
+    out.put("committed", COMMITTED.get());
+    out.put("transaction_ms", TXN_NANOS.get() / 1_000_000);
+    out.put("skipped", SKIPPED.get());
+    return out;
+  }
 
   /** A kept transactional producer and the last batch its id is known to have committed. */
   static final class Kept {
@@ -191,9 +218,11 @@ public final class TransactionalWriter {
             }
           }
           keep(key, kept);
+          SKIPPED.incrementAndGet();
           return 0;
         }
         KafkaProducer<byte[], byte[]> producer = kept.producer;
+        long began = System.nanoTime();
         try {
           producer.beginTransaction();
           producer
@@ -207,6 +236,7 @@ public final class TransactionalWriter {
         } catch (Exception e) {
           abortAndClose(kept);
           if (attempt == 0) {
+            REPLACED.incrementAndGet();
             continue; // fenced since its last use (or broken): a new producer, once
           }
           throw new IllegalStateException(id + ": cannot start a transaction: " + e, e);
@@ -247,6 +277,8 @@ public final class TransactionalWriter {
           }
           throw new IllegalStateException(id + ": batch " + batchId + " not committed: " + e, e);
         }
+        TXN_NANOS.addAndGet(System.nanoTime() - began);
+        COMMITTED.incrementAndGet();
         kept.committed = batchId;
         keep(key, kept);
         return n;
@@ -284,10 +316,14 @@ public final class TransactionalWriter {
       p.putIfAbsent("max.block.ms", String.valueOf(TIMEOUT_MS));
       p.put("key.serializer", ByteArraySerializer.class.getName());
       p.put("value.serializer", ByteArraySerializer.class.getName());
+      long began = System.nanoTime();
       KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p);
       try {
         producer.initTransactions();
-        return new Kept(producer, id, readMarker(id));
+        Kept kept = new Kept(producer, id, readMarker(id));
+        OPENED.incrementAndGet();
+        OPEN_NANOS.addAndGet(System.nanoTime() - began);
+        return kept;
       } catch (Exception e) {
         producer.close(Duration.ZERO);
         throw e;
