@@ -25,7 +25,7 @@ every *output unit* writes in Kafka transactions:
   (:func:`write_transactional`), but Spark hands each task to whichever of the executor's
   Python workers is idle first, so a unit's next task mostly lands on another worker, whose
   new producer fences the kept one: measured on the enrichment, 16 of 18 write tasks paid a
-  new producer (``init_transactions`` 50-70 ms, or about 510 ms, and the marker read). The
+  new producer (``init_transactions`` 50-100 ms, or about 510 ms, and the marker read). The
   enrichment's output is therefore written by the executor JVM (:func:`write_in_jvm`,
   ``jvm/operators``' ``TransactionalWriter``), which keeps one producer per id for its life;
   the same ids, markers and rules. Writes that happen inside a Python task (dead letters of
