@@ -47,7 +47,8 @@ repartition topic). One query reads both topics (two Kafka sources, one checkpoi
    only if it changed. JVM code only: no Python call per key;
 3. ``foreachBatch`` runs a second ``mapInArrow`` over the named purchases
    (:func:`.purchase_batches.output`: the JSON records joined column-wise) that writes them
-   to ``achats-enrichis`` with the project's producer, on the executors.
+   to ``achats-enrichis`` with the project's producer, on the executors (exactly-once: it
+   yields them to the JVM's transactional writer, below).
 
 The driver keeps nothing between batches; it reads no checkpoint file of its own. Chosen by
 measurement (``docs/scaling.md``): PySpark's ``applyInPandasWithState`` over the same shuffle
@@ -72,7 +73,11 @@ may repeat its output and dead letters, never lose them; state and counts are ex
 ``delivery=exactly-once`` each task writes in one Kafka transaction per batch
 (:mod:`streamscale.kafka.transactions`): a parse task's unit is the topic-partition it reads
 (role ``parse``; the offset log fixes its range), a write task's is its shuffle partition
-(role ``write``; a hash partitioning by product id, the same on a replay).
+(role ``write``; a hash partitioning by product id, the same on a replay). The write step's
+transactions run in the executor JVM (:func:`.transactions.write_in_jvm`): the Python task
+yields the sink rows and its counts, and the JVM, which keeps one producer per unit for its
+life, writes them; a producer kept by a Python worker was fenced by another worker's
+almost every batch (docs/benchmarks.md, exactly-once section).
 """
 
 from __future__ import annotations
