@@ -67,6 +67,7 @@ from streamscale.generate import game_frames, referential
 from streamscale.generate.profiles import make_schedule
 from streamscale.generate.purchases import purchase_records
 from streamscale.kafka import broker as embedded
+from streamscale.kafka import transactions as tx
 from streamscale.kafka.client import producer_config
 from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics
 from streamscale.pipelines.game_sessions import GameSessions, GameTopics
@@ -500,8 +501,13 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
                 settings_i = settings.model_copy(update={"delivery": delivery})
                 enrichment = Enrichment(settings_i, str(ckpt / f"enrichment-{i}"), topics_i, source)
                 print(f"enrichment reads with {enrichment.source}", flush=True)
+                before = tx.jvm_writer_stats(spark)
                 query, sr = run_spark(spark, enrichment)
                 en = spark_rates(query, sr.wall_s)
+                if delivery == "exactly-once":  # the JVM writer's work in this run (local master)
+                    after = tx.jvm_writer_stats(spark)
+                    done = {k: v - before.get(k, 0) for k, v in after.items()}
+                    print(f"  exactly-once writer (driver JVM): {done}", flush=True)
                 # The table is in Spark's state store: a restart is Spark's restart from the
                 # checkpoint (measured by benchmarks/table_state.py).
                 print(

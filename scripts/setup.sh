@@ -60,13 +60,14 @@ if ! ls "jvm/lib/connector/spark-sql-kafka-0-10_2.13-$pyspark_version.jar" >/dev
     echo "setup: pyspark $pyspark_version differs from the connector in jvm/connector/pom.xml" >&2
     exit 1
 fi
-# The project's JVM operators (jvm/operators/src: Spark state functions the pipelines call
-# through py4j), compiled against pyspark's own jars into jvm/lib/operators; rebuilt when a
-# source or pyspark changes (a stamp of their checksums).
+# The project's JVM operators (jvm/operators/src: Spark state functions and the exactly-once
+# writer the pipelines call through py4j), compiled against pyspark's own jars and the
+# connector's (kafka-clients) into jvm/lib/operators; rebuilt when a
+# source, pyspark or the connector changes (a stamp of their checksums and names).
 build_operators() {
     local dir=jvm/lib/operators stamp pyspark_jars
     pyspark_jars=$(.venv/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
-    stamp=$( (find jvm/operators/src -name '*.java' -print0 | sort -z | xargs -0 sha256sum; echo "$pyspark_version") | sha256sum | cut -d' ' -f1)
+    stamp=$( (find jvm/operators/src -name '*.java' -print0 | sort -z | xargs -0 sha256sum; echo "$pyspark_version"; ls jvm/lib/connector) | sha256sum | cut -d' ' -f1)
     if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$stamp" ]; then
         return
     fi
@@ -74,7 +75,7 @@ build_operators() {
     rm -rf "$dir" jvm/operators/build
     mkdir -p "$dir" jvm/operators/build
     find jvm/operators/src -name '*.java' -print0 | xargs -0 javac --release 17 -Xlint:all,-path -Werror \
-        -cp "$pyspark_jars/*" -d jvm/operators/build
+        -cp "$pyspark_jars/*:jvm/lib/connector/*" -d jvm/operators/build
     jar --create --file "$dir/streamscale-operators.jar" -C jvm/operators/build .
     rm -rf jvm/operators/build
     echo "$stamp" >"$dir/.stamp"

@@ -3,7 +3,8 @@
 ``jvm/broker/pom.xml`` gives the Apache Kafka broker (``jvm/lib/broker``) and
 ``jvm/connector/pom.xml`` Spark's Kafka connector with what Spark does not ship
 (``jvm/lib/connector``); the project's own JVM operators (``jvm/operators/src``, Spark state
-functions the pipelines call through py4j) are compiled against pyspark's jars into
+functions and the exactly-once writer the pipelines call through py4j) are compiled against
+pyspark's and the connector's jars into
 ``jvm/lib/operators``. ``STREAMSCALE_JARS_DIR`` points elsewhere (an image that copies them).
 """
 

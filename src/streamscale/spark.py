@@ -152,15 +152,19 @@ def session(
 
 def stop(spark: SparkSession) -> None:
     """Stop ``spark`` after its group committer has committed what its queries processed
-    (bounded wait) and closed its Kafka clients; then close the producers the sink kept in
-    this process (the driver's writes), so that no Kafka client of the session outlives it."""
+    (bounded wait) and closed its Kafka clients, and after the transactional producers its JVM
+    keeps (the exactly-once writer's, with a local master) are closed; then close the
+    producers the sink kept in this process (the driver's writes), so that no Kafka client
+    of the session outlives it."""
     from streamscale.kafka.commits import group_committer
     from streamscale.kafka.sink import close_kept_producers
+    from streamscale.kafka.transactions import close_jvm_kept
 
     committer = group_committer(spark)
     try:
         if committer is not None:
             committer.close()
+        close_jvm_kept(spark)
     finally:
         try:
             spark.stop()

@@ -47,7 +47,8 @@ repartition topic). One query reads both topics (two Kafka sources, one checkpoi
    only if it changed. JVM code only: no Python call per key;
 3. ``foreachBatch`` runs a second ``mapInArrow`` over the named purchases
    (:func:`.purchase_batches.output`: the JSON records joined column-wise) that writes them
-   to ``achats-enrichis`` with the project's producer, on the executors.
+   to ``achats-enrichis`` with the project's producer, on the executors (exactly-once: it
+   yields them to the JVM's transactional writer, below).
 
 The driver keeps nothing between batches; it reads no checkpoint file of its own. Chosen by
 measurement (``docs/scaling.md``): PySpark's ``applyInPandasWithState`` over the same shuffle
@@ -72,7 +73,11 @@ may repeat its output and dead letters, never lose them; state and counts are ex
 ``delivery=exactly-once`` each task writes in one Kafka transaction per batch
 (:mod:`streamscale.kafka.transactions`): a parse task's unit is the topic-partition it reads
 (role ``parse``; the offset log fixes its range), a write task's is its shuffle partition
-(role ``write``; a hash partitioning by product id, the same on a replay).
+(role ``write``; a hash partitioning by product id, the same on a replay). The write step's
+transactions run in the executor JVM (:func:`.transactions.write_in_jvm`): the Python task
+yields the sink rows and its counts, and the JVM, which keeps one producer per unit for its
+life, writes them; a producer kept by a Python worker was fenced by another worker's
+almost every batch (docs/benchmarks.md, exactly-once section).
 """
 
 from __future__ import annotations
@@ -83,6 +88,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from streamscale.errors import LaunchError
+from streamscale.kafka import transactions as tx
 from streamscale.pipelines import deadletter as dl
 from streamscale.pipelines.query import ForeachBatchQuery, progress_data, read_kafka
 from streamscale.settings import KafkaSource, Settings
@@ -298,7 +304,9 @@ class WriteTask:
     """Step 3 of the module doc: write the named purchases; yield one row of counts."""
 
     output: str
-    sink_options: Mapping[str, str]
+    sink_options: Mapping[str, str] | None
+    """None: yield the sink rows for the JVM's transactional writer
+    (:data:`.transactions.JVM_ROWS`) instead of writing them."""
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -308,6 +316,20 @@ class WriteTask:
         from streamscale.pipelines import purchase_batches as pb
 
         out = pb.Enriched()
+        if self.sink_options is None:
+            for b in batches:
+                if b.num_rows:
+                    rows = pb.output(b, self.output, out)
+                    yield rows.append_column("counts", pa.nulls(rows.num_rows, pa.string()))
+            yield pa.RecordBatch.from_pydict(
+                {
+                    "key": pa.nulls(1, pa.binary()),
+                    "value": pa.nulls(1, pa.binary()),
+                    "topic": pa.nulls(1, pa.string()),
+                    "counts": [json.dumps(out.counts)],
+                }
+            )
+            return
         with collector_paused():
             write_rows(
                 self.sink_options,
@@ -446,10 +468,18 @@ class Enrichment(ForeachBatchQuery):
 
     def process_batch(self, batch: DataFrame, batch_id: int) -> None:
         """Write the batch's named purchases (module doc, step 3, on the executors)."""
-        task = WriteTask(self.topics.output, self.settings.sink_options("write"))
+        s = self.settings
         counts = BatchCounts()
-        for row in batch.mapInArrow(task, "counts STRING").collect():
-            counts.add(json.loads(row["counts"]))
+        if s.delivery == "exactly-once":
+            # Written by the executors' JVM, which keeps one transactional producer per
+            # unit for its life (transactions.write_in_jvm says why not the Python workers).
+            rows = batch.mapInArrow(WriteTask(self.topics.output, None), tx.JVM_ROWS)
+            for _, text in tx.write_in_jvm(rows, s.kafka_options(), s.kafka_config(), "write"):
+                counts.add(json.loads(text))
+        else:
+            task = WriteTask(self.topics.output, s.sink_options("write"))
+            for row in batch.mapInArrow(task, "counts STRING").collect():
+                counts.add(json.loads(row["counts"]))
         self.counts[batch_id] = {"enriched": counts.enriched, "unknown": counts.unknown}
 
     def counts_of(self, batch_id: int) -> dict[str, int]:

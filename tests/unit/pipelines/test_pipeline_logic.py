@@ -173,3 +173,41 @@ def test_dead_letter_names_and_sql_literals() -> None:
     error = dl.json_error_sql("v", "j", {"id": "an id"})
     assert error.startswith("CASE WHEN j._corrupt IS NULL AND j.`id` IS NOT NULL THEN NULL")
     assert "'not_json'" in error and "'wrong_type'" in error and "'missing_field'" in error
+
+
+@pytest.mark.parametrize("sizes", [[], [0], [3], [2, 0, 4]])
+def test_write_task_for_the_jvm_writer_yields_sink_rows_then_one_counts_row(
+    sizes: list[int],
+) -> None:
+    from streamscale.kafka.transactions import JVM_ROWS
+    from streamscale.pipelines.enrichment import WriteTask
+
+    def named(n: int) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pydict(
+            {
+                "key": [str(i).encode() for i in range(n)],
+                "id_text": [str(i) for i in range(n)],
+                "price": ["1.5"] * n,
+                "name": [None if i % 2 else '"n"' for i in range(n)],
+            },
+            schema=pa.schema(
+                [
+                    ("key", pa.binary()),
+                    ("id_text", pa.string()),
+                    ("price", pa.string()),
+                    ("name", pa.string()),
+                ]
+            ),
+        )
+
+    out = list(WriteTask("out", None)(iter([named(n) for n in sizes])))
+    names = [part.split()[0] for part in JVM_ROWS.split(", ")]
+    assert all(b.schema.names == names for b in out)
+    rows = pa.Table.from_batches(out).to_pylist()
+    written, last = rows[:-1], rows[-1]
+    assert len(written) == sum(sizes)
+    assert all(r["counts"] is None and r["topic"] == "out" and r["value"] for r in written)
+    assert last["value"] is None and last["topic"] is None
+    counts = json.loads(last["counts"])
+    assert counts.get("enriched", 0) == sum(sizes)
+    assert counts.get("unknown", 0) == sum(n // 2 for n in sizes)
