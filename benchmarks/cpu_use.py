@@ -30,10 +30,16 @@ def _kind(pid: str, cmd: str) -> str:
     return "other (kernel, exited workers)"
 
 
-def snapshot() -> dict[tuple[str, str], float]:
-    """CPU seconds (user + system) of every process now, keyed by (pid, kind)."""
+def snapshot(root: int | None = None) -> dict[tuple[str, str], float]:
+    """CPU seconds (user + system) of every process now (with ``root``, of that process and
+    those below it only), keyed by (pid, kind)."""
     out: dict[tuple[str, str], float] = {}
-    for pid in os.listdir("/proc"):
+    pids = (
+        [str(root), *(str(p) for p in processes.descendants(root))]
+        if root is not None
+        else os.listdir("/proc")
+    )
+    for pid in pids:
         fields = processes.stat_fields(pid) if pid.isdigit() else None
         try:
             with open(f"/proc/{pid}/cmdline") as f:

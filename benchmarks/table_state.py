@@ -14,17 +14,24 @@ settings: the table operator's state in RocksDB with changelog checkpointing,
    among the P, in batches of ``--batch`` (``maxOffsetsPerTrigger``), while a producer
    renames random products at ``--renames-per-s`` with timestamps inside the purchases' event
    time (some behind the fold point, some ahead): the table changes in every batch, and each
-   batch reads and updates entries spread over the whole store.
+   batch reads and updates entries spread over the whole store. The renames start when the
+   restart's batch is done (those produced while the stores load would make the next batch
+   a backlog of them, a cost of the restart, which is timed on its own).
 
 Printed per size: steady purchases/s (purchases over the batches' trigger time, the
-restart's batch left out), the median batch's trigger time and its part outside ``addBatch``
+restart's batch left out) and the same with the restart's batch, the steady seconds, the
+CPU per purchase of this run's own processes (broker, Spark JVM, Python workers, this
+process with the renamer) and the classes Spark generated during the steady batches, the
+median batch's trigger time and its part outside ``addBatch``
 (what the driver does per batch besides waiting for the job: planning, offsets, state store
 bookkeeping, commits), state bytes written per steady batch (growth of the checkpoint's
 ``state/``), the restart to the first batch, the peak resident memory of the Spark JVM (driver
 and executors: local mode) and of the Python workers, and the batches whose table changed.
 Every purchase is checked: written once, never ``REF INCONNUE`` (every product exists), and
 named by a version whose timestamp is at or before its own (a name carries its version's
-timestamp), never by a later one.
+timestamp), never by a later one. ``--event-log DIR`` keeps Spark's event log (stage and
+task times, Python and RocksDB metrics of every batch); ``--conf KEY=VALUE`` sets a Spark
+setting for a comparison.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,9 +112,15 @@ class Renamer(threading.Thread):
         producer.flush(60)
 
 
-def run_until(query: Any, pipeline: Enrichment, wanted: int, timeout_s: float) -> float:
+def run_until(
+    query: Any,
+    pipeline: Enrichment,
+    wanted: int,
+    timeout_s: float,
+    on_first: Callable[[], None] = lambda: None,
+) -> float:
     """Wait until ``wanted`` purchases are counted in the query's progress; seconds to the
-    first progress."""
+    first progress (``on_first`` is called then)."""
     began = time.perf_counter()
     first = None
     deadline = began + timeout_s
@@ -117,10 +130,20 @@ def run_until(query: Any, pipeline: Enrichment, wanted: int, timeout_s: float) -
         progress = query.recentProgress
         if first is None and progress:
             first = time.perf_counter() - began
+            on_first()
         if sum(pipeline.batch_counts(p).get("purchases", 0) for p in progress) >= wanted:
             return first if first is not None else time.perf_counter() - began
         time.sleep(0.1)
     raise RuntimeError(f"{wanted} purchases not processed within {timeout_s:.0f} s")
+
+
+def compilations(spark: Any) -> int:
+    """How many times Spark's code generator has compiled generated code in this JVM."""
+    try:
+        metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
+        return int(metrics.METRIC_COMPILATION_TIME().getCount())
+    except Exception:  # a figure to print, not a reason to fail the run
+        return -1
 
 
 def check_output(settings: Settings, topics: EnrichmentTopics, steady: int) -> dict[str, int]:
@@ -175,7 +198,11 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             settings, (product(topics.referential, i, T0) for i in range(n))
         )
         print(f"products={n:,}: {produced:,} referential records produced in {took:.0f} s")
-        spark = session(settings, app_name=f"table-state-{n}")
+        extra = dict(kv.split("=", 1) for kv in args.conf)
+        if args.event_log:
+            Path(args.event_log).mkdir(parents=True, exist_ok=True)
+            extra |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": args.event_log}
+        spark = session(settings, app_name=f"table-state-{n}", extra_conf=extra)
         checkpoint = base / f"ckpt-{n}"
         # This process's JVM (driver and executors) and Python workers only: the machine is
         # shared.
@@ -194,13 +221,26 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             before = state_bytes(checkpoint)
             pipeline = Enrichment(settings, str(checkpoint), topics)
             renamer = Renamer(settings, topics.referential, n, args.renames_per_s, args.steady)
-            renamer.start()
             query = pipeline.start(spark, {"processingTime": "0 seconds"})
-            restart_s = run_until(query, pipeline, args.steady, args.timeout_s)
+            # The renames start once the restart's batch is done: renames produced while the
+            # stores load would come as one backlog batch, a cost of the restart (timed
+            # above), not of steady processing.
+            cpu: list[dict[tuple[str, str], float]] = []
+
+            compiled: list[int] = []
+
+            def steady_begins() -> None:
+                cpu.append(cpu_use.snapshot(root=os.getpid()))
+                compiled.append(compilations(spark))
+                renamer.start()
+
+            restart_s = run_until(query, pipeline, args.steady, args.timeout_s, steady_begins)
+            cpu.append(cpu_use.snapshot(root=os.getpid()))
+            compiled.append(compilations(spark))
             query.stop()
             written = state_bytes(checkpoint) - before
         finally:
-            if renamer is not None:
+            if renamer is not None and renamer.ident is not None:
                 renamer.stop.set()
                 renamer.join(60)
             jvm_mb, workers_mb = rss.stop(), workers.stop()
@@ -227,10 +267,17 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
                     f"{[(op.numRowsUpdated, op.commitTimeMs, op.allUpdatesTimeMs) for op in ops]}",
                     flush=True,
                 )
+        # CPU of this process's tree (broker, Spark JVM, Python workers, this process with
+        # the renamer's producer) over the steady batches, per purchase.
+        print(f"  steady {cpu_use.per_record(cpu[0], cpu[-1], purchased)}", flush=True)
+        print(f"  steady: {compiled[-1] - compiled[0]} classes generated and compiled by Spark")
         checked = check_output(settings, topics, args.steady)
         figures = {
             "products": n,
             "purchases_per_s": purchased / sum(trigger),
+            "overall_per_s": sum(c.get("purchases", 0) for c in counts)
+            / sum(p.durationMs["triggerExecution"] / 1000 for p in batches),
+            "steady_s": sum(trigger),
             "batch_s": statistics.median(trigger),
             "driver_s": statistics.median(outside),
             "state_mb_per_batch": written / len(batches) / 1e6,
@@ -243,7 +290,8 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             "renames_per_batch": statistics.median(renames),
         }
         print(
-            "  steady: {purchases_per_s:,.0f} purchases/s, batch {batch_s:.2f} s (driver outside "
+            "  steady: {purchases_per_s:,.0f} purchases/s over {steady_s:.0f} s (with the "
+            "restart's batch {overall_per_s:,.0f}/s), batch {batch_s:.2f} s (driver outside "
             "addBatch {driver_s:.3f} s), state written {state_mb_per_batch:.1f} MB/batch, "
             "restart to first batch {restart_s:.1f} s, peak RSS Spark JVM {jvm_mb:,.0f} MB, "
             "Python workers {workers_mb:,.0f} MB ({batches} batches, {changed} with table "
@@ -265,18 +313,25 @@ def main() -> None:
     parser.add_argument("--min-batches", type=int, default=5)
     parser.add_argument("--timeout-s", type=float, default=1800)
     parser.add_argument("--verbose", action="store_true", help="each batch's durations")
+    parser.add_argument(
+        "--conf", action="append", default=[], help="KEY=VALUE: a Spark setting (repeatable)"
+    )
+    parser.add_argument(
+        "--event-log", default="", help="write Spark's event log here (stage and task times)"
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.products.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         results = [one_size(n, args, Path(tmp)) for n in sizes]
     print(
-        "\n| products | purchases/s | batch s | driver s | state MB/batch | restart s "
-        "| fill s | peak RSS JVM MB | workers MB | batches changed |"
+        "\n| products | purchases/s | with restart batch | batch s | driver s | state MB/batch "
+        "| restart s | fill s | peak RSS JVM MB | workers MB | batches changed |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         print(
-            f"| {r['products']:,.0f} | {r['purchases_per_s']:,.0f} | {r['batch_s']:.2f} | "
+            f"| {r['products']:,.0f} | {r['purchases_per_s']:,.0f} | {r['overall_per_s']:,.0f} | "
+            f"{r['batch_s']:.2f} | "
             f"{r['driver_s']:.3f} | {r['state_mb_per_batch']:.1f} | {r['restart_s']:.1f} | "
             f"{r['fill_s']:.0f} | {r['jvm_mb']:,.0f} | {r['workers_mb']:,.0f} | "
             f"{r['changed']:.0f}/{r['batches']:.0f} |"
