@@ -40,7 +40,6 @@ the log file only, never to the console."""
 DEFAULT_LOG_FILE = Path(".streamscale") / "logs" / "spark-driver.log"
 LOCAL_FILES = "io.streamscale.operators.LocalFiles"
 """Hadoop's local file system with modes set through java.nio (``jvm/operators``)."""
-HADOOP_LOCAL_FS = "org.apache.hadoop.fs.local.LocalFs"
 
 
 def log4j_properties(log_file: Path) -> str:
@@ -155,8 +154,9 @@ def session(
 
 
 def use_local_files(spark: SparkSession) -> None:
-    """Write checkpoints through the operators' :data:`LOCAL_FILES`, unless a local file
-    system of the user's own is configured.
+    """Write checkpoints through the operators' :data:`LOCAL_FILES`, unless the session's
+    configuration names a local file system (``spark.hadoop.fs.AbstractFileSystem.file.impl``,
+    Hadoop's own ``org.apache.hadoop.fs.local.LocalFs`` included).
 
     Without Hadoop's native library (pyspark from PyPI has none), Hadoop's local file system
     forks ``chmod`` for every file it creates: 20-45 ms for each checkpoint file of every
@@ -165,10 +165,9 @@ def use_local_files(spark: SparkSession) -> None:
     the driver and, through the Hadoop configuration each job ships, for the executors. Set
     on the running session: spark-submit reads local files before the project's jar is on
     its class path, so a ``spark.hadoop.*`` setting would fail the launch."""
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     key = "fs.AbstractFileSystem.file.impl"
-    if hadoop.get(key) in (None, HADOOP_LOCAL_FS):
-        hadoop.set(key, f"{LOCAL_FILES}$Context")
+    if spark.sparkContext.getConf().get(f"spark.hadoop.{key}") is None:
+        spark.sparkContext._jsc.hadoopConfiguration().set(key, f"{LOCAL_FILES}$Context")
 
 
 def stop(spark: SparkSession) -> None:
