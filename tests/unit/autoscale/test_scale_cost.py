@@ -131,40 +131,61 @@ def test_a_measured_pause_is_priced_back_exactly(
         assert reload_estimate([(pause, before, after)], base) == pytest.approx(reload_s, abs=1e-6)
 
 
+class FedController:
+    """A controller (1-2 executors, a 5 s base pause) on a query fed by hand: :meth:`feed`
+    ingests one batch's progress; ``state_bytes`` is the state's size its stateful operator
+    reports (none reported while None)."""
+
+    def __init__(self, decision_log: Path | None = None) -> None:
+        self.tracker = LagTracker()
+        self.clock = 1_000.0
+        self.actuator = FakeActuator(current=1, max_executors=2)
+        self.controller = Controller(
+            "q",
+            self.tracker,
+            self.actuator,
+            PolicyConfig(min_executors=1, max_executors=2, restart_pause_s=5.0),
+            interval_s=5,
+            decision_log=decision_log,
+            clock=lambda: self.clock,
+        )
+        self.offset = self.batch_id = 0
+        self.state_bytes: int | None = None
+
+    def feed(self, busy: float, records: int, lag: int, loaded: int = 0) -> None:
+        self.offset += records
+        self.batch_id += 1
+        self.clock += busy
+        stats = BatchStats(self.batch_id, self.clock, records, busy, busy, loaded)
+        parts = (
+            PartitionOffsets("in", 0, self.offset + lag, self.offset),
+            PartitionOffsets("in", 1, lag, 0),
+        )
+        state = (
+            ()
+            if self.state_bytes is None
+            else (StateOperatorStats("agg", 8, 1000, 10, 0, 5_000, 0.01, 8, self.state_bytes),)
+        )
+        self.tracker.ingest(ProgressSample("q", self.clock, parts, stats, state))
+
+    def backlog(self) -> None:
+        """Steady batches of 0.5 s + records / 1,000/s on one executor, a growing backlog."""
+        for i in range(6):
+            records = 1000 if i % 2 else 4000
+            self.feed(0.5 + records / 1000, records, 200_000 + i * 50_000)
+
+
 def test_the_controller_measures_each_change_and_prices_the_next_with_it(tmp_path: Path) -> None:
-    tracker = LagTracker()
-    clock = [1_000.0]
-    actuator = FakeActuator(current=1, max_executors=2)
-    controller = Controller(
-        "q",
-        tracker,
-        actuator,
-        PolicyConfig(min_executors=1, max_executors=2, restart_pause_s=5.0),
-        interval_s=5,
-        decision_log=tmp_path / "d.jsonl",
-        clock=lambda: clock[0],
-    )
-    offset = batch_id = 0
-
-    def feed(busy: float, records: int, lag: int, loaded: int = 0) -> None:
-        nonlocal offset, batch_id
-        offset += records
-        batch_id += 1
-        clock[0] += busy
-        stats = BatchStats(batch_id, clock[0], records, busy, busy, loaded)
-        parts = (PartitionOffsets("in", 0, offset + lag, offset), PartitionOffsets("in", 1, lag, 0))
-        tracker.ingest(ProgressSample("q", clock[0], parts, stats))
-
-    # steady batches of 0.5 s + records / 1,000/s on one executor, a growing backlog
-    for i in range(6):
-        feed(0.5 + (1000 if i % 2 else 4000) / 1000, 1000 if i % 2 else 4000, 200_000 + i * 50_000)
+    fed = FedController(tmp_path / "d.jsonl")
+    controller = fed.controller
+    fed.backlog()
     record = controller.step()
-    assert record.direction == "up" and actuator.running() == 2
+    assert record.direction == "up" and fed.actuator.running() == 2
     assert record.state_reload_s == 0.0
     # three batches after the change, the first reloading state: 4 s above the fit
-    feed(6.0 + 1.25, 4000, 300_000, loaded=3)
-    feed(0.5 + 0.5, 1000, 280_000)
-    feed(0.5 + 2.0, 4000, 260_000)
+    fed.feed(6.0 + 1.25, 4000, 300_000, loaded=3)
+    fed.feed(0.5 + 0.5, 1000, 280_000)
+    fed.feed(0.5 + 2.0, 4000, 260_000)
     record = controller.step()
     assert len(record.scale_costs) == 1
     cost = record.scale_costs[0]
@@ -174,51 +195,29 @@ def test_the_controller_measures_each_change_and_prices_the_next_with_it(tmp_pat
     expected = max(0.0, float(cost["pause_s"]) - 5.0) / 0.5
     assert record.state_reload_s == pytest.approx(expected, abs=1e-3)
     assert controller.state_reload_s == pytest.approx(expected)
-    assert tracker.scale_costs()["q"][1] == 3
+    assert fed.tracker.scale_costs()["q"][1] == 3
     assert '"scale_costs":[{' in (tmp_path / "d.jsonl").read_text()
 
 
-def test_the_controller_prices_the_reload_for_the_state_size_now(tmp_path: Path) -> None:
+def test_the_controller_prices_the_reload_for_the_state_size_now() -> None:
     """The state's size (RocksDB SST bytes in the progress) is kept with each scale event;
     when the state has doubled since, the next change is priced twice as dear."""
-    tracker = LagTracker()
-    clock = [1_000.0]
-    actuator = FakeActuator(current=1, max_executors=2)
-    controller = Controller(
-        "q",
-        tracker,
-        actuator,
-        PolicyConfig(min_executors=1, max_executors=2, restart_pause_s=5.0),
-        interval_s=5,
-        clock=lambda: clock[0],
-    )
-    offset = batch_id = 0
-    size = [100_000_000]
-
-    def feed(busy: float, records: int, lag: int) -> None:
-        nonlocal offset, batch_id
-        offset += records
-        batch_id += 1
-        clock[0] += busy
-        stats = BatchStats(batch_id, clock[0], records, busy, busy, 0)
-        parts = (PartitionOffsets("in", 0, offset + lag, offset), PartitionOffsets("in", 1, lag, 0))
-        state = (StateOperatorStats("agg", 8, 1000, 10, 0, 5_000, 0.01, 8, size[0]),)
-        tracker.ingest(ProgressSample("q", clock[0], parts, stats, state))
-
-    for i in range(6):
-        feed(0.5 + (1000 if i % 2 else 4000) / 1000, 1000 if i % 2 else 4000, 200_000 + i * 50_000)
+    fed = FedController()
+    controller = fed.controller
+    fed.state_bytes = 100_000_000
+    fed.backlog()
     assert controller.step().direction == "up"
     assert controller.state_bytes == 100_000_000
-    feed(6.0 + 1.25, 4000, 300_000)
-    feed(0.5 + 0.5, 1000, 280_000)
-    feed(0.5 + 2.0, 4000, 260_000)
+    fed.feed(6.0 + 1.25, 4000, 300_000)
+    fed.feed(0.5 + 0.5, 1000, 280_000)
+    fed.feed(0.5 + 2.0, 4000, 260_000)
     record = controller.step()
     cost = record.scale_costs[0]
     assert cost["state_bytes"] == 100_000_000
     measured = max(0.0, float(cost["pause_s"]) - 5.0) / 0.5
     assert controller.state_reload_s == pytest.approx(measured)
-    size[0] = 200_000_000  # the state doubled
-    feed(0.5 + 2.0, 4000, 240_000)
+    fed.state_bytes = 200_000_000  # the state doubled
+    fed.feed(0.5 + 2.0, 4000, 240_000)
     controller.step()
     assert controller.state_reload_s == pytest.approx(2 * measured)
 
