@@ -95,7 +95,13 @@ class Unit:
     @property
     def transactional_id(self) -> str:
         where = "driver" if self.partition == DRIVER_PARTITION else str(self.partition)
-        return f"streamscale-{self.query_id}-{self.role}-{where}"
+        return id_prefix(self.query_id, self.role) + where
+
+
+def id_prefix(query_id: str, role: str) -> str:
+    """What every transactional id of ``query_id``'s ``role`` starts with (the JVM writer
+    appends the task partition to it)."""
+    return f"streamscale-{query_id}-{role}-"
 
 
 def input_unit(pairs: Iterable[tuple[str, int]]) -> str:
@@ -420,7 +426,7 @@ def write_in_jvm(
     }
     out = []
     for line in writer.write(
-        rows._jdf, conf, marker_topic, partitions, unit.query_id, role, batch_id
+        rows._jdf, conf, marker_topic, partitions, id_prefix(unit.query_id, role), batch_id
     ):
         records, _, counts = str(line).partition(" ")
         out.append((int(records), counts))

@@ -44,7 +44,8 @@ import org.apache.spark.sql.Row;
  * the executor: one producer per transactional id, made once, serves every batch of the unit
  * that runs there.
  *
- * <p>Per task (unit {@code streamscale-<query>-<role>-<task partition>}): a task whose rows
+ * <p>Per task (unit {@code <id prefix><task partition>}, the prefix as the Python side names
+ * a unit, {@code streamscale.kafka.transactions.id_prefix}): a task whose rows
  * are all pass-through (column {@code counts} set) opens no transaction. Otherwise the kept
  * producer of the id, or a new one ({@code initTransactions()}, which fences every earlier
  * producer of the id and completes its transaction, then the id's marker read with {@code
@@ -116,11 +117,9 @@ public final class TransactionalWriter {
       Map<String, String> kafka,
       String markerTopic,
       int markerPartitions,
-      String queryId,
-      String role,
+      String idPrefix,
       long batchId) {
-    Task task =
-        new Task(new HashMap<>(kafka), markerTopic, markerPartitions, queryId, role, batchId);
+    Task task = new Task(new HashMap<>(kafka), markerTopic, markerPartitions, idPrefix, batchId);
     return rows.mapPartitions(task, Encoders.STRING()).collectAsList();
   }
 
@@ -158,28 +157,25 @@ public final class TransactionalWriter {
     private final HashMap<String, String> kafka;
     private final String markerTopic;
     private final int markerPartitions;
-    private final String queryId;
-    private final String role;
+    private final String idPrefix;
     private final long batchId;
 
     Task(
         HashMap<String, String> kafka,
         String markerTopic,
         int markerPartitions,
-        String queryId,
-        String role,
+        String idPrefix,
         long batchId) {
       this.kafka = kafka;
       this.markerTopic = markerTopic;
       this.markerPartitions = markerPartitions;
-      this.queryId = queryId;
-      this.role = role;
+      this.idPrefix = idPrefix;
       this.batchId = batchId;
     }
 
     @Override
     public Iterator<String> call(Iterator<Row> rows) throws Exception {
-      String id = "streamscale-" + queryId + "-" + role + "-" + TaskContext.getPartitionId();
+      String id = idPrefix + TaskContext.getPartitionId();
       List<String> counts = new ArrayList<>();
       Row first = null;
       while (rows.hasNext()) {
