@@ -23,7 +23,9 @@ def apply(
 ) -> None:
     """Create missing topics with reliable defaults; existing ones are checked, not altered."""
     settings = load_settings(bootstrap_servers=bootstrap)
-    catalog = pipeline_topics(partitions, settings.retention_ms, settings.replication_factor)
+    catalog = pipeline_topics(
+        partitions, settings.retention_ms, settings.replication_factor, settings.delivery
+    )
     unknown = sorted(set(pipeline) - set(catalog))
     if unknown:
         typer.echo(f"error: unknown pipeline(s) {unknown}; choose from {sorted(catalog)}", err=True)

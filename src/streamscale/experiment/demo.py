@@ -347,7 +347,8 @@ def _experiment(
     admin = KafkaAdmin(settings.kafka_config())
     stack.callback(admin.close)
     say(f"Spark cluster at {local.master_url}")
-    admin.apply(pipeline_topics(options.partitions, settings.retention_ms)[options.pipeline])
+    catalog = pipeline_topics(options.partitions, settings.retention_ms, delivery=settings.delivery)
+    admin.apply(catalog[options.pipeline])
 
     conf = {
         **local.app_conf(

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamscale.errors import KafkaRequestError
+from streamscale.errors import ConfigError, KafkaRequestError
 from streamscale.errors import UnknownTopicError as UnknownTopicError  # re-exported
 from streamscale.errors import UnreachableError as UnreachableError  # re-exported
 from streamscale.kafka.offsets import Offsets, TopicPartition
@@ -47,6 +47,19 @@ class TopicSpec:
         configs["retention.bytes"] = "-1"
         configs.update(self.configs)
         return rf, configs
+
+
+def _one_per_name(specs: Iterable[TopicSpec]) -> list[TopicSpec]:
+    """Specs listed more than once (a topic two pipelines share) kept once; two different
+    specs of one name are a configuration error."""
+    kept: dict[str, TopicSpec] = {}
+    for spec in specs:
+        first = kept.setdefault(spec.name, spec)
+        if first != spec:
+            raise ConfigError(
+                f"topic {spec.name} is specified twice, differently: {first} and {spec}"
+            )
+    return list(kept.values())
 
 
 @dataclass
@@ -331,7 +344,7 @@ class KafkaAdmin:
         report = ApplyReport()
         md = self.metadata()
         brokers = len(md.brokers)
-        specs = list(specs)
+        specs = _one_per_name(specs)
         to_create = []
         reduced: list[str] = []
         for spec in specs:

@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from streamscale.errors import ConfigError, KafkaRequestError
+from streamscale.kafka.admin import TopicSpec
 from streamscale.kafka.client import DeliveryError, producer_config
 from streamscale.kafka.options import MARKER_TOPIC
 
@@ -195,9 +196,25 @@ def current_unit(role: str, part: str | None = None) -> tuple[Unit, int]:
 _ensured: dict[tuple[str, str], int] = {}
 
 
+def marker_topic_spec(
+    topic: str = MARKER_TOPIC, replication_factor: int | None = None
+) -> TopicSpec:
+    """The marker topic as it should be: compacted (one live marker per transactional id),
+    :data:`MARKER_PARTITIONS` partitions, small segments so that compaction keeps it small."""
+    from streamscale.kafka.admin import TopicSpec
+
+    return TopicSpec(
+        topic,
+        MARKER_PARTITIONS,
+        replication_factor,
+        table=True,
+        configs={"segment.ms": "600000", "min.cleanable.dirty.ratio": "0.1"},
+    )
+
+
 def ensure_marker_topic(kafka: Mapping[str, Any], topic: str, timeout_s: float = 30.0) -> int:
     """Create the compacted marker topic if missing; its partition count."""
-    from streamscale.kafka.admin import KafkaAdmin, TopicSpec
+    from streamscale.kafka.admin import KafkaAdmin
 
     key = (str(kafka.get("bootstrap.servers")), topic)
     known = _ensured.get(key)
@@ -205,12 +222,7 @@ def ensure_marker_topic(kafka: Mapping[str, Any], topic: str, timeout_s: float =
         return known
     admin = KafkaAdmin(kafka, timeout_s)
     try:
-        spec = TopicSpec(
-            topic,
-            MARKER_PARTITIONS,
-            table=True,
-            configs={"segment.ms": "600000", "min.cleanable.dirty.ratio": "0.1"},
-        )
+        spec = marker_topic_spec(topic)
         topics = admin.topics()
         if topic not in topics:
             try:

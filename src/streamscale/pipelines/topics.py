@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from streamscale.kafka.admin import TopicSpec
+from streamscale.kafka.transactions import marker_topic_spec
 
 ENRICHMENT = "enrichment"
 GAME_SESSIONS = "game-sessions"
@@ -10,25 +13,34 @@ WEEK_MS = 7 * 24 * 3600 * 1000
 
 
 def pipeline_topics(
-    partitions: int = 4, retention_ms: int = WEEK_MS, replication_factor: int | None = None
+    partitions: int = 4,
+    retention_ms: int = WEEK_MS,
+    replication_factor: int | None = None,
+    delivery: Literal["at-least-once", "exactly-once"] = "at-least-once",
 ) -> dict[str, list[TopicSpec]]:
     """Topics per pipeline; tables (the referential) are compacted, streams have retention.
-    Replication factor None is min(3, brokers), with min.insync.replicas min(2, RF)."""
+    Replication factor None is min(3, brokers), with min.insync.replicas min(2, RF). With
+    exactly-once delivery each pipeline also needs the transactions' marker topic, created
+    here with the cluster's replication like the rest (the writers create it only if missing)."""
 
     def stream(name: str) -> TopicSpec:
         return TopicSpec(name, partitions, replication_factor, retention_ms=retention_ms)
 
+    markers = [marker_topic_spec(replication_factor=replication_factor)]
+    extra = markers if delivery == "exactly-once" else []
     return {
         ENRICHMENT: [
             stream("achats"),
             TopicSpec("referentiel", partitions, replication_factor, table=True),
             stream("achats-enrichis"),
             stream(f"{ENRICHMENT}-dlq"),
+            *extra,
         ],
         GAME_SESSIONS: [
             stream("GAME-FRAME-RQ"),
             stream("GAME-FRAME-RS"),
             stream("SESSIONS"),
             stream(f"{GAME_SESSIONS}-dlq"),
+            *extra,
         ],
     }

@@ -11,6 +11,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from streamscale.kafka import broker as embedded
 from streamscale.kafka.client import producer_config
+from streamscale.kafka.options import MARKER_TOPIC
 
 pytestmark = pytest.mark.integration
 
@@ -32,12 +33,15 @@ def test_status_json_lists_three_answering_nodes(cluster3: embedded.Broker) -> N
 def test_topics_apply_gives_rf3_and_min_isr_2_on_every_pipeline_topic(
     cluster3: embedded.Broker,
 ) -> None:
-    env = {"STREAMSCALE_BOOTSTRAP_SERVERS": cluster3.bootstrap}
+    env = {
+        "STREAMSCALE_BOOTSTRAP_SERVERS": cluster3.bootstrap,
+        "STREAMSCALE_DELIVERY": "exactly-once",
+    }
     applied = cli("topics", "apply", env=env)
     assert applied.returncode == 0, applied.stderr
     assert "warning" not in applied.stderr  # three brokers: nothing reduced
     names = [line.split()[1] for line in applied.stdout.splitlines() if line.startswith("created")]
-    assert {"achats", "referentiel", "GAME-FRAME-RQ", "SESSIONS"} <= set(names)
+    assert {"achats", "referentiel", "GAME-FRAME-RQ", "SESSIONS", MARKER_TOPIC} <= set(names)
 
     admin = AdminClient({"bootstrap.servers": cluster3.bootstrap})
     md = admin.list_topics(timeout=10)
@@ -48,10 +52,9 @@ def test_topics_apply_gives_rf3_and_min_isr_2_on_every_pipeline_topic(
         assert replicas == {3}, name
         got = configs[ConfigResource("topic", name)].result(timeout=10)
         assert got["min.insync.replicas"].value == "2", name
-    assert (
-        configs[ConfigResource("topic", "referentiel")].result(timeout=10)["cleanup.policy"].value
-        == "compact"
-    )
+    for table in ("referentiel", MARKER_TOPIC):
+        got = configs[ConfigResource("topic", table)].result(timeout=10)
+        assert got["cleanup.policy"].value == "compact", table
 
     again = cli("topics", "apply", env=env)
     assert again.returncode == 0 and "drift" not in again.stdout

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 
-from streamscale.kafka.admin import TopicSpec
+from streamscale.errors import ConfigError
+from streamscale.kafka.admin import TopicSpec, _one_per_name
+from streamscale.kafka.options import MARKER_TOPIC
+from streamscale.kafka.transactions import MARKER_PARTITIONS, marker_topic_spec
+from streamscale.pipelines.topics import pipeline_topics
 
 
 @pytest.mark.parametrize(
@@ -33,3 +39,32 @@ def test_explicit_configs_win() -> None:
     ).resolved(5)
     assert rf == 2
     assert configs["min.insync.replicas"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("delivery", "has_markers"), [("at-least-once", False), ("exactly-once", True)]
+)
+def test_the_catalog_lists_the_marker_topic_with_exactly_once(
+    delivery: Literal["at-least-once", "exactly-once"], has_markers: bool
+) -> None:
+    catalog = pipeline_topics(replication_factor=3, delivery=delivery)
+    for specs in catalog.values():
+        markers = [s for s in specs if s.name == MARKER_TOPIC]
+        assert bool(markers) == has_markers
+        if markers:
+            assert markers == [marker_topic_spec(replication_factor=3)]
+            rf, configs = markers[0].resolved(3)
+            assert (rf, configs["cleanup.policy"]) == (3, "compact")
+            assert markers[0].partitions == MARKER_PARTITIONS
+
+
+def test_a_topic_two_pipelines_share_is_kept_once() -> None:
+    specs = [s for group in pipeline_topics(delivery="exactly-once").values() for s in group]
+    kept = _one_per_name(specs)
+    assert [s.name for s in kept].count(MARKER_TOPIC) == 1
+    assert len(kept) == len({s.name for s in specs})
+
+
+def test_two_different_specs_of_one_topic_are_refused() -> None:
+    with pytest.raises(ConfigError, match="topic t is specified twice"):
+        _one_per_name([TopicSpec("t", 1), TopicSpec("t", 2)])
