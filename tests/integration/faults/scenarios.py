@@ -548,19 +548,19 @@ def leader_killed(
             lambda: (load.done >= purchases // 3 and pipeline.batches() > 0) or not pipeline.alive,
             timeout_s,
         )
-        in_flight |= uncommitted(checkpoint)
-        embedded.stop_node(data_dir, LEADER, kill=True)
-        time.sleep(down_s)
-        in_flight |= uncommitted(checkpoint)
-        embedded.start_node(data_dir, LEADER)
-        load.join(timeout_s)
-        wait_until(
-            "the pipeline to catch up",
-            lambda: caught_up(checkpoint, bootstrap, names["purchases"]) or not pipeline.alive,
-            timeout_s,
-        )
-        if not pipeline.alive:
-            in_flight |= uncommitted(checkpoint)
+        watch = InFlight(checkpoint).start()
+        try:
+            embedded.stop_node(data_dir, LEADER, kill=True)
+            time.sleep(down_s)
+            embedded.start_node(data_dir, LEADER)
+            load.join(timeout_s)
+            wait_until(
+                "the pipeline to catch up",
+                lambda: caught_up(checkpoint, bootstrap, names["purchases"]) or not pipeline.alive,
+                timeout_s,
+            )
+        finally:
+            in_flight |= watch.stop(0.0)  # polled from the kill to the catch-up
         code = pipeline.stop()
         if pipeline.error():
             result_errors["pipeline"] = pipeline.error() or ""
@@ -671,12 +671,14 @@ def two_brokers_down(
             delivery_timeout_ms=int(delivery_s * 1000),
         ).start()
         time.sleep(1.0)
-        in_flight |= uncommitted(checkpoint)
-        for node in (2, 3):
-            embedded.stop_node(data_dir, node, kill=True)
-        cli = generator_cli(bootstrap, names["purchases"], 200, 23, delivery_s)
-        wait_until("the pipeline to fail", lambda: not pipeline.alive, timeout_s)
-        in_flight |= uncommitted(checkpoint)
+        watch = InFlight(checkpoint).start()
+        try:
+            for node in (2, 3):
+                embedded.stop_node(data_dir, node, kill=True)
+            cli = generator_cli(bootstrap, names["purchases"], 200, 23, delivery_s)
+            wait_until("the pipeline to fail", lambda: not pipeline.alive, timeout_s)
+        finally:
+            in_flight |= watch.stop(0.0)  # polled from the kills to the pipeline's failure
         notes.append(f"pipeline failed at {time.monotonic() - started:.0f} s")
         pipeline.stop()
         sink_error = pipeline.error()
