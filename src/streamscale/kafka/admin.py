@@ -215,42 +215,19 @@ class KafkaAdmin:
     def read_all(
         self, topic: str, partitions: int | None = None, isolation: str | None = None
     ) -> list[Any]:
-        """Every record of ``topic`` up to its true end offsets now (librdkafka messages, in
-        arrival order); :class:`KafkaRequestError` if they cannot all be read within the timeout.
+        """Every record of ``topic`` up to each partition's end offset taken now (librdkafka
+        messages, in arrival order); :class:`KafkaRequestError` if a partition cannot be read
+        to its end within the timeout.
 
-        ``isolation`` (``read_committed`` or ``read_uncommitted``) reads a topic written in
-        transactions, where offsets count control records too: up to each partition's end."""
-        from confluent_kafka import Consumer
-        from confluent_kafka import TopicPartition as CTP
-
-        count = self.topics()[topic] if partitions is None else partitions
-        ends = self.end_offsets([TopicPartition(topic, p) for p in range(count)])
-        if isolation is not None:
-            return self._read_to_ends(topic, count, ends, isolation)
-        want = sum(ends.values())
-        consumer = Consumer(
-            {**self.conf, "group.id": f"streamscale-read-{uuid.uuid4().hex[:8]}"}
-            | {"enable.auto.commit": False, "fetch.queue.backoff.ms": 10}
-        )
-        out: list[Any] = []
-        try:
-            consumer.assign([CTP(topic, p, 0) for p in range(count)])
-            deadline = time.monotonic() + self.timeout_s * 4
-            while len(out) < want and time.monotonic() < deadline:
-                for msg in consumer.consume(10_000, 0.5):
-                    if msg.error() is not None:
-                        raise KafkaRequestError(f"reading {topic}: {msg.error().str()}")
-                    out.append(msg)
-        finally:
-            consumer.close()
-        if len(out) < want:
-            raise KafkaRequestError(f"could read only {len(out)} of {want} records of {topic}")
-        return out
-
-    def _read_to_ends(self, topic: str, count: int, ends: Offsets, isolation: str) -> list[Any]:
+        ``isolation``: ``read_committed`` (the default, librdkafka's) or ``read_uncommitted``.
+        Reading to each end offset, not counting records, is right also where offsets are not
+        records: transactions' control records, compaction, retention."""
         from confluent_kafka import Consumer, KafkaError
         from confluent_kafka import TopicPartition as CTP
 
+        isolation = isolation or "read_committed"
+        count = self.topics()[topic] if partitions is None else partitions
+        ends = self.end_offsets([TopicPartition(topic, p) for p in range(count)])
         consumer = Consumer(
             {**self.conf, "group.id": f"streamscale-read-{uuid.uuid4().hex[:8]}"}
             | {
