@@ -842,7 +842,9 @@ def _rate_target(
     needs fewer executors than its input rate. That is a bet that the burst is short, taken
     once: a scale-up ``topping_up`` an earlier one (the input outlasted the bet) is bounded
     below by the count that carries the input (:func:`carrying_count`) — another short
-    step would cost another start and pause."""
+    step would cost another start and pause. Where the state's priced reload outweighs the
+    change's base pause (``restart_pause_s``) no bet is placed: every scale-up is sized as a
+    top-up."""
     target = cap.executors_needed(
         _load(config, obs, capacity, pause_s),
         capacity,
@@ -1183,7 +1185,13 @@ def decide(
     if sizing is None:
         wanted: float = math.ceil(target - 1e-9)  # the HPA's rounding
     else:
-        topping_up = state.last_direction > 0 and since_change < window
+        # The bet on a short burst (the SLO-bounded first step) is placed only where losing
+        # it is cheap: where the state's reload (priced from the measured pauses) outweighs
+        # a change's base pause, a lost bet's top-up pauses again for the state it moves, at
+        # the surge's highest time lag.
+        topping_up = (state.last_direction > 0 and since_change < window) or (
+            config.state_reload_s > config.restart_pause_s
+        )
         wanted = _rate_wanted(config, obs, sizing, up=target > current, topping_up=topping_up)
         if riding is not None:
             wanted = min(wanted, riding)

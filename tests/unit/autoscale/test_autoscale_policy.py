@@ -212,6 +212,24 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
         8,
         Reason.SCALE_UP_BACKLOG,
     ),
+    # a stateful query (its state reloads in 20 s, priced) places no bet: a lost one would
+    # pause again at the surge's highest time lag, so its first scale-up carries the input
+    (
+        "rate: a stateful first scale-up carries the input (overload)",
+        replace(RATE, state_reload_s=20.0),
+        QUIET,
+        obs(executors=2, input_rate=4500, lag=50_000, time_lag_s=10.0),
+        7,
+        Reason.SCALE_UP_BACKLOG,
+    ),
+    (
+        "rate: a stateful first scale-up carries the input (spike)",
+        replace(RATE, state_reload_s=20.0),
+        QUIET,
+        obs(executors=2, input_rate=6000, lag=40_000, time_lag_s=7.0),
+        8,
+        Reason.SCALE_UP_BACKLOG,
+    ),
     (
         "rate: without the SLO bound, the rate target",
         replace(RATE, slo_horizon_s=0),
