@@ -2,8 +2,8 @@
 
 Run: ``.venv/bin/python benchmarks/autoscaler_family.py`` (the 100 evaluation seeds,
 1000-1099, about 5 minutes on one core; exit code 1 while a check fails). ``--tuning``
-scores the tuning seeds (0-49) instead, ``--seeds 3,7,20-29`` any others; ``--per-seed``
-prints every seed's figures.
+scores the tuning seeds (0-299, about 15 minutes) instead, ``--seeds 3,7,20-29`` any
+others (2000-2099: the held-out seeds); ``--per-seed`` prints every seed's figures.
 
 Each seed draws a trace (``family.generate``: base load with noise, daily cycles, ramps, flash
 sales, spikes, input outages) and runs it on the generic cluster (1..8 executors) with the
@@ -114,7 +114,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--seeds", type=parse_seeds, help="e.g. 1000-1099 or 3,7,20-29")
-    group.add_argument("--tuning", action="store_true", help="the tuning seeds (0-49)")
+    group.add_argument("--tuning", action="store_true", help="the tuning seeds (0-299)")
     parser.add_argument("--duration", type=int, default=None, help="trace length, s")
     parser.add_argument("--per-seed", action="store_true", help="print every seed's figures")
     args = parser.parse_args()

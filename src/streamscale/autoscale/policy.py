@@ -94,7 +94,8 @@ rescale pause grows with the state (issue 23: the cost of a change, priced):
   step another start and pause;
 - *a scale-down keeps headroom for the input's measured noise* (:func:`noisy_rate`: two
   robust standard deviations of the recent input rates of the window's steady
-  observations), since no scale-up may follow it for a window;
+  observations around their trend, :func:`noise_spread`: a ramp or a cycle is not noise),
+  since no scale-up may follow it for a window;
 - *a stateful scale-down keeps a way back* (:func:`reserve_holds`): should the input return
   to the rate the last scale-up was for, one scale-up from the smaller count, its priced
   pause included, keeps the objective — where the state's reload is what would break it;
@@ -113,6 +114,7 @@ measures is the code that runs.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -842,7 +844,9 @@ def _rate_target(
     needs fewer executors than its input rate. That is a bet that the burst is short, taken
     once: a scale-up ``topping_up`` an earlier one (the input outlasted the bet) is bounded
     below by the count that carries the input (:func:`carrying_count`) — another short
-    step would cost another start and pause."""
+    step would cost another start and pause. Where the state's priced reload outweighs the
+    change's base pause (``restart_pause_s``) no bet is placed: every scale-up is sized as a
+    top-up."""
     target = cap.executors_needed(
         _load(config, obs, capacity, pause_s),
         capacity,
@@ -1008,21 +1012,39 @@ NOISE_Z = 2.0
 
 def noisy_rate(config: PolicyConfig, state: PolicyState, obs: Observation) -> float:
     """The arrival rate with headroom for the input's measured noise (``state`` has seen
-    ``obs``): ``NOISE_Z`` robust standard deviations (1.4826 × the median absolute deviation)
-    of the recent input rates of the window's steady observations (no backlog), relative to
-    their median. After a scale-down no scale-up comes for a window (no reversal), so the
-    smaller count has to live with the input's wander over one. Only steady observations
-    count: a spike, and the backlog it leaves, are not noise (``rate`` sizes for them when
-    they come), and a robust spread ignores the odd one."""
+    ``obs``): ``NOISE_Z`` robust standard deviations of the recent input rates of the
+    window's steady observations (no backlog) around their trend, relative to their median
+    (:func:`noise_spread`). After a scale-down no scale-up comes for a window (no reversal),
+    so the smaller count has to live with the input's wander over one. Only steady
+    observations count: a spike, and the backlog it leaves, are not noise (``rate`` sizes for
+    them when they come), and a robust spread ignores the odd one."""
     since = obs.now_s - config.stabilization_window_s
-    rates = [rate for t, rate in state.arrivals if t > since]
-    if len(rates) < 3:  # no spread measured yet
-        return obs.arrival_rate
-    middle = statistics.median(rates)
+    points = [(t, rate) for t, rate in state.arrivals if t > since]
+    return obs.arrival_rate * (1 + NOISE_Z * noise_spread(points))
+
+
+def noise_spread(points: Sequence[tuple[float, float]]) -> float:
+    """The relative spread of ``(time, rate)`` points around their trend: 1.4826 × the
+    median absolute deviation of the residuals from a Theil–Sen line (the median of the
+    pairwise slopes, through the medians), over the median rate; 0 with fewer than three
+    points or no rate. A ramp or a daily cycle moves the input but is not noise: measured
+    around a flat line, a steady rise would read as spread and keep executors a
+    falling input no longer needs (``ramp``, ``diurnal`` and the family's cycles)."""
+    if len(points) < 3:  # no spread measured yet
+        return 0.0
+    middle = statistics.median(rate for _, rate in points)
     if middle <= 0:
-        return obs.arrival_rate
-    spread = 1.4826 * statistics.median(abs(r - middle) for r in rates) / middle
-    return obs.arrival_rate * (1 + NOISE_Z * spread)
+        return 0.0
+    slopes = [
+        (r2 - r1) / (t2 - t1)
+        for (t1, r1), (t2, r2) in itertools.combinations(points, 2)
+        if t2 != t1
+    ]
+    slope = statistics.median(slopes) if slopes else 0.0
+    centre = statistics.median(t for t, _ in points)
+    residuals = [rate - slope * (t - centre) for t, rate in points]
+    level = statistics.median(residuals)
+    return 1.4826 * statistics.median(abs(x - level) for x in residuals) / middle
 
 
 def window_peak(config: PolicyConfig, state: PolicyState, obs: Observation) -> float:
@@ -1183,7 +1205,13 @@ def decide(
     if sizing is None:
         wanted: float = math.ceil(target - 1e-9)  # the HPA's rounding
     else:
-        topping_up = state.last_direction > 0 and since_change < window
+        # The bet on a short burst (the SLO-bounded first step) is placed only where losing
+        # it is cheap: where the state's reload (priced from the measured pauses) outweighs
+        # a change's base pause, a lost bet's top-up pauses again for the state it moves, at
+        # the surge's highest time lag.
+        topping_up = (state.last_direction > 0 and since_change < window) or (
+            config.state_reload_s > config.restart_pause_s
+        )
         wanted = _rate_wanted(config, obs, sizing, up=target > current, topping_up=topping_up)
         if riding is not None:
             wanted = min(wanted, riding)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import statistics
 from dataclasses import replace
 from typing import Any
 
@@ -27,6 +28,7 @@ from streamscale.autoscale.policy import (
     carrying_count,
     decide,
     has_backlog,
+    noise_spread,
     noisy_rate,
     not_worth_its_pause,
     predicted_peak_time_lag,
@@ -208,6 +210,24 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
         "rate: a top-up carries the input (spike)",
         RATE,
         replace(QUIET, last_change_s=NOW - 20, last_direction=1, stable_since_s=NOW - 500),
+        obs(executors=2, input_rate=6000, lag=40_000, time_lag_s=7.0),
+        8,
+        Reason.SCALE_UP_BACKLOG,
+    ),
+    # a stateful query (its state reloads in 20 s, priced) places no bet: a lost one would
+    # pause again at the surge's highest time lag, so its first scale-up carries the input
+    (
+        "rate: a stateful first scale-up carries the input (overload)",
+        replace(RATE, state_reload_s=20.0),
+        QUIET,
+        obs(executors=2, input_rate=4500, lag=50_000, time_lag_s=10.0),
+        7,
+        Reason.SCALE_UP_BACKLOG,
+    ),
+    (
+        "rate: a stateful first scale-up carries the input (spike)",
+        replace(RATE, state_reload_s=20.0),
+        QUIET,
         obs(executors=2, input_rate=6000, lag=40_000, time_lag_s=7.0),
         8,
         Reason.SCALE_UP_BACKLOG,
@@ -1193,8 +1213,15 @@ def test_not_worth_its_pause(observation: Observation, wanted: int, expected: bo
         ((), 3000.0, 3000.0),  # no spread measured yet
         (((NOW - 20, 3000.0), (NOW - 10, 3000.0)), 3000.0, 3000.0),  # two: not yet
         (((NOW - 30, 3000.0), (NOW - 20, 3000.0), (NOW - 10, 3000.0)), 3000.0, 3000.0),
-        # ±10 % around 3 000: MAD 300, σ 445 (14.8 %), two of them on top
-        (((NOW - 30, 2700.0), (NOW - 20, 3300.0), (NOW - 10, 3000.0)), 3000.0, 3889.56),
+        # ±10 % around a flat 3 000: Theil–Sen slope 10/s, residuals 2 850, 3 350, 2 650,
+        # 3 150 around 3 000: MAD 250, σ 371 (12.4 %), two of them on top
+        (
+            ((NOW - 40, 2700.0), (NOW - 30, 3300.0), (NOW - 20, 2700.0), (NOW - 10, 3300.0)),
+            3000.0,
+            3741.3,
+        ),
+        # a ramp of 30/s a second is a trend, not noise
+        (((NOW - 30, 2700.0), (NOW - 20, 3000.0), (NOW - 10, 3300.0)), 3300.0, 3300.0),
         # one spike among steady observations is not noise
         (((NOW - 30, 3000.0), (NOW - 20, 6000.0), (NOW - 10, 3000.0)), 3000.0, 3000.0),
         # older than the window: forgotten
@@ -1214,6 +1241,32 @@ def test_noisy_rate_never_below_the_arrival_rate(rates: list[float], rate: float
     arrivals = tuple((NOW - 50 + 10 * i, r) for i, r in enumerate(rates))
     o = budget_obs(6, rate, 1.0)
     assert noisy_rate(BUDGETED, replace(QUIET, arrivals=arrivals), o) >= o.arrival_rate
+
+
+@given(
+    st.floats(100, 6000),
+    st.floats(-0.01, 0.01),  # relative to the level, each second: at most ±50 % over 50 s
+    st.lists(st.sampled_from([-1.0, 1.0]), min_size=3, max_size=6),
+    st.floats(0, 0.3),
+)
+def test_noise_is_measured_around_the_trend(
+    level: float, slope: float, signs: list[float], wander: float
+) -> None:
+    """A line (any slope) has no spread, and a ramp added to a wandering input leaves its
+    spread in records/s as it was (Theil–Sen is equivariant under an added line): a trend is
+    not noise. The spread is relative to the median rate."""
+    slope *= level
+    times = [NOW - 60 + 10 * i for i in range(len(signs))]
+    line = [(t, level + slope * (t - times[0])) for t in times]
+    assert noise_spread(line) == pytest.approx(0.0, abs=1e-9)
+    flat = [(t, level * (1 + wander * sign)) for t, sign in zip(times, signs, strict=True)]
+    ramp = [(t, r + slope * (t - times[0])) for t, r in flat]
+
+    def absolute(points: list[tuple[float, float]]) -> float:
+        return noise_spread(points) * statistics.median(r for _, r in points)
+
+    assert absolute(flat) >= 0
+    assert absolute(ramp) == pytest.approx(absolute(flat), rel=1e-6, abs=1e-6)
 
 
 def test_the_window_remembers_only_steady_observations() -> None:
