@@ -1183,7 +1183,7 @@ def one_run(
 
 def show(name: str, figures: Sequence[Figures]) -> None:
     def med(get: Any) -> float:
-        return statistics.median(get(f) for f in figures)
+        return float(statistics.median(get(f) for f in figures))
 
     print(
         f"{name:<30}{med(lambda f: f.rate):>12,.0f}{med(lambda f: f.cpu_us):>10.1f}"
@@ -1247,9 +1247,9 @@ def main() -> None:
         f"{'p50 ms':>9}{'p99 ms':>9}{'RSS MB':>9}"
     )
     for name in ("enrichment", "game sessions"):
-        figures = [r[name][1] for r in per_run if name in r and r[name][1] is not None]
-        if figures:
-            show(f"{name}, Kafka Streams", figures)  # type: ignore[arg-type]
+        measured_ = [f for r in per_run if name in r and (f := r[name][1]) is not None]
+        if measured_:
+            show(f"{name}, Kafka Streams", measured_)
     print(
         "records/s: input records (enrichment: purchases + referential; game sessions: frames +"
         " approvals) from the first record processed to the last output appended (game sessions:"

@@ -77,7 +77,7 @@ from streamscale.spark import session
 from streamscale.spark import stop as stop_session
 
 T0 = (int(time.time()) // 3600 - 1) * 3_600_000  # an hour ago: within the topics' retention
-ZONES = ("EU", "US", "ZG", "AU")
+ZONES: tuple[codec.Zone, ...] = ("EU", "US", "ZG", "AU")
 
 
 def frame_records(
