@@ -21,6 +21,8 @@ TICK = os.sysconf("SC_CLK_TCK")
 def _kind(pid: str, cmd: str) -> str:
     if "kafka.Kafka" in cmd:
         return "broker"
+    if "streamscale-kstreams" in cmd:  # benchmarks/kstreams' applications
+        return "kafka streams jvm"
     if cmd.split(" ")[0].endswith("java"):
         return "spark jvm"
     if "pyspark.daemon" in cmd:
@@ -81,7 +83,8 @@ class BatchCpu:
     enough at batches of seconds.
     """
 
-    def __init__(self, spark: Any) -> None:
+    def __init__(self, spark: Any, root: int | None = None) -> None:
+        """``root``: snapshots of that process and those below it only (see :func:`snapshot`)."""
         from pyspark.sql.streaming import StreamingQueryListener
 
         self.marks: list[tuple[int, dict[tuple[str, str], float]]] = []
@@ -93,7 +96,7 @@ class BatchCpu:
 
             def onQueryProgress(self, event: Any) -> None:
                 if event.progress.numInputRows:
-                    marks.append((int(event.progress.numInputRows), snapshot()))
+                    marks.append((int(event.progress.numInputRows), snapshot(root)))
 
             def onQueryIdle(self, event: Any) -> None:
                 pass

@@ -522,9 +522,12 @@ class StreamsApp:
         self.started_ms = time.time() * 1000
         self.stats: dict[str, Any] = {}
         self.states: list[str] = []
+        self.state_ms: list[tuple[float, str]] = []  # (wall ms, state) as they were read
         self.errors: list[str] = []
         self.cpu: list[tuple[float, float]] = []  # (wall ms, CPU s)
         self.threads: dict[str, float] = {}
+        self.app_id = ""  # set by start_app, with the state directory: a restart reuses both
+        self.state_dir = Path()
         self._done = threading.Event()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._sampler = threading.Thread(target=self._sample, daemon=True)
@@ -538,6 +541,7 @@ class StreamsApp:
                 self.stats = json.loads(line[6:])
             elif line.startswith("STATE "):
                 self.states.append(line[6:].strip())
+                self.state_ms.append((time.time() * 1000, self.states[-1]))
             elif line.startswith("ERROR"):
                 self.errors.append(line.strip())
 
@@ -548,6 +552,12 @@ class StreamsApp:
                 return
             self.cpu.append((time.time() * 1000, cpu))
             time.sleep(0.05)
+
+    def running_s(self) -> float:
+        """Seconds from the process start to its first RUNNING state (JVM start, group join,
+        task assignment and state restoration)."""
+        running = [t for t, state in self.state_ms if state == "RUNNING"]
+        return (running[0] - self.started_ms) / 1000 if running else float("nan")
 
     def count(self, name: str) -> int:
         return int(self.stats.get("counts", {}).get(name, 0))
@@ -646,9 +656,16 @@ def start_app(
     extra: Sequence[str] = (),
     log_dir: str | None = None,
     jvm_opts: Sequence[str] = (),
+    again: StreamsApp | None = None,
 ) -> StreamsApp:
-    app_id = f"kstreams-{app}-{uuid.uuid4().hex[:8]}"
-    state = Path(tempfile.mkdtemp(prefix=f"{app}-state-", dir=tmp))
+    """Start ``app`` with a new ``application.id`` and state directory, or, ``again``, as a
+    restart of that (stopped) application: its ``application.id`` (committed offsets,
+    changelogs) and its local state."""
+    if again is not None:
+        app_id, state = again.app_id, again.state_dir
+    else:
+        app_id = f"kstreams-{app}-{uuid.uuid4().hex[:8]}"
+        state = Path(tempfile.mkdtemp(prefix=f"{app}-state-", dir=tmp))
     argv = [
         shutil.which("java") or "java",
         "-Xmx1g",
@@ -669,7 +686,83 @@ def start_app(
     ]
     logs = Path(log_dir) if log_dir else tmp
     logs.mkdir(parents=True, exist_ok=True)
-    return StreamsApp(argv, logs / f"{app_id}.log")
+    started = StreamsApp(argv, logs / f"{app_id}{'-again' if again else ''}.log")
+    started.app_id, started.state_dir = app_id, state
+    return started
+
+
+def add_app_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the Kafka Streams applications, shared by the benchmarks that run them."""
+    parser.add_argument(
+        "--threads", type=int, default=os.cpu_count() or 2, help="Kafka Streams stream threads"
+    )
+    parser.add_argument(
+        "--grace-ms",
+        type=int,
+        help="game sessions: Kafka Streams' grace of the join and session windows (default: the "
+        "project's watermark delay, 10000)",
+    )
+    parser.add_argument(
+        "--retention-margin-ms",
+        type=int,
+        help="game sessions: session store retention beyond gap + grace (the app's default: "
+        "60000; 0 is Kafka Streams' default retention)",
+    )
+    parser.add_argument(
+        "--log-dir", help="keep the applications' logs (stderr) here (default: dropped)"
+    )
+    parser.add_argument(
+        "--jvm-opt", action="append", default=[], help="extra JVM option (e.g. a profiler's)"
+    )
+    parser.add_argument(
+        "--app-opt",
+        action="append",
+        default=[],
+        metavar="--NAME=VALUE",
+        help="extra option of the Java applications, e.g. --app-opt=--config=KEY=VALUE",
+    )
+    parser.add_argument(
+        "--guarantee",
+        choices=("at_least_once", "exactly_once_v2"),
+        default="at_least_once",
+        help="Kafka Streams' processing.guarantee",
+    )
+
+
+def enrichment_roles(topics: EnrichmentTopics) -> dict[str, str]:
+    """The enrichment application's ``--topic`` roles."""
+    return {
+        "purchases": topics.purchases,
+        "referential": topics.referential,
+        "output": topics.output,
+        "dlq": topics.dlq,
+    }
+
+
+def sessions_roles(topics: GameTopics) -> dict[str, str]:
+    """The game-sessions application's ``--topic`` roles."""
+    return {
+        "requests": topics.requests,
+        "approvals": topics.approvals,
+        "output": topics.output,
+        "dlq": topics.dlq,
+    }
+
+
+def sessions_opts(args: argparse.Namespace, settings: Settings) -> list[str]:
+    """The game-sessions application's timing (the project's gap, approval window and
+    watermark delay as its grace) and the options every application takes."""
+    timing = [
+        "--gap-ms",
+        str(int(settings.session_gap_s * 1000)),
+        "--window-ms",
+        str(int(settings.approval_window_s * 1000)),
+        "--delay-ms",
+        str(grace_ms(args, settings)),
+    ]
+    if args.retention_margin_ms is not None:
+        timing += ["--retention-margin-ms", str(args.retention_margin_ms)]
+    return [*timing, *app_opts(args)]
 
 
 def app_opts(args: argparse.Namespace) -> list[str]:
@@ -826,18 +919,12 @@ def run_enrichment(
 ) -> tuple[Check, Figures | None]:
     outputs = ref.output.total()
     refused = ref.dead.total()
-    roles = {
-        "purchases": topics.purchases,
-        "referential": topics.referential,
-        "output": topics.output,
-        "dlq": topics.dlq,
-    }
     broker = BrokerCpu(broker_pid)
     app = start_app(
         jar,
         "enrichment",
         settings,
-        roles,
+        enrichment_roles(topics),
         tmp,
         args.threads,
         app_opts(args),
@@ -891,31 +978,15 @@ def run_sessions(
     n_frames, n_approvals = inputs
     outputs = ref.output.total()
     refused = ref.dead.total()
-    roles = {
-        "requests": topics.requests,
-        "approvals": topics.approvals,
-        "output": topics.output,
-        "dlq": topics.dlq,
-    }
-    timing = [
-        "--gap-ms",
-        str(int(settings.session_gap_s * 1000)),
-        "--window-ms",
-        str(int(settings.approval_window_s * 1000)),
-        "--delay-ms",
-        str(grace_ms(args, settings)),
-    ]
-    if args.retention_margin_ms is not None:
-        timing += ["--retention-margin-ms", str(args.retention_margin_ms)]
     broker = BrokerCpu(broker_pid)
     app = start_app(
         jar,
         "game-sessions",
         settings,
-        roles,
+        sessions_roles(topics),
         tmp,
         args.threads,
-        [*timing, *app_opts(args)],
+        sessions_opts(args, settings),
         args.log_dir,
         args.jvm_opt,
     )
@@ -1112,7 +1183,7 @@ def one_run(
 
 def show(name: str, figures: Sequence[Figures]) -> None:
     def med(get: Any) -> float:
-        return statistics.median(get(f) for f in figures)
+        return float(statistics.median(get(f) for f in figures))
 
     print(
         f"{name:<30}{med(lambda f: f.rate):>12,.0f}{med(lambda f: f.cpu_us):>10.1f}"
@@ -1129,7 +1200,6 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=10_000, help="frames (about 2x records)")
     parser.add_argument("--frame-rate", type=float, default=FRAME_RATE, help="event-time frames/s")
     parser.add_argument("--runs", type=int, default=3, help="median of this many runs")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per wait")
     parser.add_argument(
         "--bad", action="store_true", help="add malformed records (dead-letter paths)"
@@ -1140,39 +1210,9 @@ def main() -> None:
         default=0,
         help="event time of the first frame, epoch ms (default: now)",
     )
-    parser.add_argument(
-        "--grace-ms",
-        type=int,
-        help="game sessions: Kafka Streams' grace of the join and session windows (default: the "
-        "project's watermark delay, 10000)",
-    )
-    parser.add_argument(
-        "--retention-margin-ms",
-        type=int,
-        help="game sessions: session store retention beyond gap + grace (the app's default: "
-        "60000; 0 is Kafka Streams' default retention)",
-    )
-    parser.add_argument(
-        "--log-dir", help="keep the applications' logs (stderr) here (default: dropped)"
-    )
-    parser.add_argument(
-        "--jvm-opt", action="append", default=[], help="extra JVM option (e.g. a profiler's)"
-    )
-    parser.add_argument(
-        "--app-opt",
-        action="append",
-        default=[],
-        metavar="--NAME=VALUE",
-        help="extra option of the Java applications, e.g. --app-opt=--config=KEY=VALUE",
-    )
     parser.add_argument("--skip-enrichment", action="store_true")
     parser.add_argument("--skip-games", action="store_true")
-    parser.add_argument(
-        "--guarantee",
-        choices=("at_least_once", "exactly_once_v2"),
-        default="at_least_once",
-        help="Kafka Streams' processing.guarantee",
-    )
+    add_app_arguments(parser)
     args = parser.parse_args()
 
     jar = ensure_jar()
@@ -1207,9 +1247,9 @@ def main() -> None:
         f"{'p50 ms':>9}{'p99 ms':>9}{'RSS MB':>9}"
     )
     for name in ("enrichment", "game sessions"):
-        figures = [r[name][1] for r in per_run if name in r and r[name][1] is not None]
-        if figures:
-            show(f"{name}, Kafka Streams", figures)  # type: ignore[arg-type]
+        measured_ = [f for r in per_run if name in r and (f := r[name][1]) is not None]
+        if measured_:
+            show(f"{name}, Kafka Streams", measured_)
     print(
         "records/s: input records (enrichment: purchases + referential; game sessions: frames +"
         " approvals) from the first record processed to the last output appended (game sessions:"

@@ -31,7 +31,35 @@ Every purchase is checked: written once, never ``REF INCONNUE`` (every product e
 named by a version whose timestamp is at or before its own (a name carries its version's
 timestamp), never by a later one. ``--event-log DIR`` keeps Spark's event log (stage and
 task times, Python and RocksDB metrics of every batch); ``--conf KEY=VALUE`` sets a Spark
-setting for a comparison.
+setting for a comparison. The output topics are stamped by the broker (``LogAppendTime``):
+p50/p99 latency is an output record's append time minus the start of the restart (every
+purchase is in Kafka before it: a backlog, so this is the time a purchase waits from the
+restart to its output).
+
+With ``--kstreams`` the same data also goes through ``benchmarks/kstreams``' enrichment
+application (``benchmarks/kstreams.py`` starts, restarts and stops it), on the same broker,
+with its own copy of the referential topic (the renames of each engine's steady part go to
+its own copy), the same purchases topic and its own output topic:
+
+1. **fill**, before Spark's: the application reads the P products into its KTable (RocksDB
+   with its changelog topic) and is stopped (SIGTERM: a clean close); fill time = first
+   product processed to the P-th counted;
+2. **steady**, after Spark's session is stopped: the application is started again with the
+   same ``application.id`` and state directory (a restart), reads the purchases, and the
+   same renamer (same seed, same rate) starts when the first enriched purchase is out, as it
+   starts after Spark's restart batch (it renames at a rate until the purchases are done: an
+   engine that is faster sees fewer renames, about rate × its steady seconds; Spark's are
+   counted per batch, Kafka Streams' printed). Steady purchases/s: the purchases appended after that
+   moment over the time to the last one; with the restart: all purchases over process start
+   to the last output; restart: process start (JVM start included) to the first output;
+   latency: output append time minus the process start; CPU per purchase over the steady
+   span, of the same process tree as Spark's (broker, Kafka Streams JVM, this process with
+   the renamer); peak RSS: the larger ``VmHWM`` of the two application processes.
+
+Kafka Streams' output is checked as Spark's (every purchase written once, never unknown), but
+a purchase named by a version later than itself is counted, not an error: its KTable join
+looks up the latest version at processing time (no as-of by timestamp), so the count says how
+often its semantics differ from the project's under renames.
 """
 
 from __future__ import annotations
@@ -52,6 +80,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cpu_use
+import kstreams as ks
 from pipelines import create, produce_all
 from streamscale.kafka import broker as embedded
 from streamscale.kafka.admin import KafkaAdmin
@@ -146,18 +175,23 @@ def compilations(spark: Any) -> int:
         return -1
 
 
-def check_output(settings: Settings, topics: EnrichmentTopics, steady: int) -> dict[str, int]:
-    """Every purchase written once, never unknown, never named by a later version."""
+def check_output(
+    settings: Settings, output: str, steady: int, strict: bool = True
+) -> tuple[dict[str, int], list[int]]:
+    """Every purchase written once, never unknown, never named by a later version (with
+    ``strict``; else such purchases are counted); the output records' timestamps."""
     admin = KafkaAdmin(settings.kafka_config(), settings.request_timeout_s)
     try:
-        records = admin.read_all(topics.output, 4)
+        records = admin.read_all(output, 4)
     finally:
         admin.close()
     seen: dict[bytes, int] = {}
     future = unknown = 0
+    stamps = []
     for m in records:
         key = m.key()
         seen[key] = seen.get(key, 0) + 1
+        stamps.append(m.timestamp()[1])
         name = json.loads(m.value())["name"]
         if name == REF_UNKNOWN:
             unknown += 1
@@ -168,9 +202,106 @@ def check_output(settings: Settings, topics: EnrichmentTopics, steady: int) -> d
             future += 1
     missing = steady - len(seen)
     result = {"written": len(records), "missing": missing, "unknown": unknown, "future": future}
-    if missing or unknown or future:
+    if missing or unknown or (future and strict) or len(records) != len(seen):
         raise RuntimeError(f"output does not match the table semantics: {result}")
-    return result
+    return result, stamps
+
+
+def ks_fill(
+    jar: Path, settings: Settings, topics: EnrichmentTopics, n: int, tmp: Path, args: Any
+) -> tuple[ks.StreamsApp, float, float]:
+    """Kafka Streams reads the ``n`` products into its table and stops: the application (to
+    restart), the fill seconds and its peak RSS (MB)."""
+    app = ks.start_app(
+        jar,
+        "enrichment",
+        settings,
+        ks.enrichment_roles(topics),
+        tmp,
+        args.threads,
+        ks.app_opts(args),
+        args.log_dir,
+        args.jvm_opt,
+    )
+    try:
+        if not ks.wait_for(app, lambda: app.count("referential") >= n, args.timeout_s, "products"):
+            raise RuntimeError(f"Kafka Streams did not read {n:,} products")
+        fill_s = (time.time() * 1000 - app.first) / 1000
+        rss = app.peak_rss_mb()
+    finally:
+        app.stop()
+    print(f"  Kafka Streams fill: {n:,} products into its table in {fill_s:.1f} s", flush=True)
+    return app, fill_s, rss
+
+
+def ks_steady(
+    jar: Path,
+    settings: Settings,
+    topics: EnrichmentTopics,
+    n: int,
+    filled: ks.StreamsApp,
+    tmp: Path,
+    args: Any,
+) -> dict[str, float]:
+    """Kafka Streams restarted on its filled table, the steady purchases and the renames: its
+    figures, measured as Spark's are (see the module's docstring)."""
+    admin = KafkaAdmin(settings.kafka_config(), settings.request_timeout_s)
+    renamer = Renamer(settings, topics.referential, n, args.renames_per_s, args.steady)
+    cpu: list[dict[tuple[str, str], float]] = []
+    app = ks.start_app(
+        jar,
+        "enrichment",
+        settings,
+        ks.enrichment_roles(topics),
+        tmp,
+        args.threads,
+        ks.app_opts(args),
+        args.log_dir,
+        args.jvm_opt,
+        again=filled,
+    )
+    try:
+
+        def out() -> int:
+            return ks.end_offsets(admin, topics.output)
+
+        if not ks.wait_for(app, lambda: out() > 0, args.timeout_s, "the first purchase"):
+            raise RuntimeError("Kafka Streams wrote no purchase")
+        began_ms = time.time() * 1000
+        cpu.append(cpu_use.snapshot(root=os.getpid()))
+        renamer.start()
+        if not ks.wait_for(app, lambda: out() >= args.steady, args.timeout_s, "the purchases"):
+            raise RuntimeError(f"Kafka Streams did not write {args.steady:,} purchases")
+        cpu.append(cpu_use.snapshot(root=os.getpid()))
+        rss = app.peak_rss_mb()
+    finally:
+        renamer.stop.set()
+        if renamer.ident is not None:
+            renamer.join(60)
+        app.stop()
+        admin.close()
+    checked, stamps = check_output(settings, topics.output, args.steady, strict=False)
+    last = max(stamps)
+    after = sum(1 for t in stamps if t > began_ms)
+    print(f"  Kafka Streams steady {cpu_use.per_record(cpu[0], cpu[-1], after)}", flush=True)
+    print(f"  Kafka Streams output checked: {checked}", flush=True)
+    # The renamer runs at a rate: a faster engine's steady part sees fewer renames.
+    print(f"  Kafka Streams: {renamer.sent:,} renames during its steady part", flush=True)
+    print(f"  Kafka Streams restart: {app.running_s():.1f} s to RUNNING", flush=True)
+    since = [t - app.started_ms for t in stamps]
+    return {
+        "purchases_per_s": after / ((last - began_ms) / 1000),
+        "overall_per_s": args.steady / ((last - app.started_ms) / 1000),
+        "steady_s": (last - began_ms) / 1000,
+        "restart_s": (min(stamps) - app.started_ms) / 1000,
+        "running_s": app.running_s(),
+        "p50_ms": ks.percentile(since, 50),
+        "p99_ms": ks.percentile(since, 99),
+        "cpu_us": sum(cpu_use.spent(cpu[0], cpu[-1]).values()) / after * 1e6,
+        "rss_mb": rss,
+        "future": checked["future"],
+        "renames": renamer.sent,
+    }
 
 
 def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
@@ -189,15 +320,30 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             output=f"enrichis-{n}",
             dlq=f"dlq-{n}",
         )
-        create(
-            settings,
-            [topics.purchases, topics.referential, topics.output, topics.dlq],
-            compact=[topics.referential],
+        create(settings, [topics.purchases, topics.referential, topics.dlq], [topics.referential])
+        # Stamped by the broker: the latency of a purchase is read from its output record.
+        ks.create_topics(settings, {topics.output: ks.LOG_APPEND})
+        # Kafka Streams: its own copy of the referential (each engine's renames go to its
+        # own), the same purchases, its own outputs.
+        kst = EnrichmentTopics(
+            purchases=topics.purchases,
+            referential=f"{topics.referential}-ks",
+            output=f"{topics.output}-ks",
+            dlq=f"{topics.dlq}-ks",
         )
+        referentials = [topics.referential]
+        if args.kstreams:
+            referentials.append(kst.referential)
+            specs = {kst.referential: {"cleanup.policy": "compact"}, kst.output: ks.LOG_APPEND}
+            ks.create_topics(settings, {**specs, kst.dlq: ks.LOG_APPEND})
         produced, took = produce_all(
-            settings, (product(topics.referential, i, T0) for i in range(n))
+            settings, (product(t, i, T0) for i in range(n) for t in referentials)
         )
         print(f"products={n:,}: {produced:,} referential records produced in {took:.0f} s")
+        ks_figures: dict[str, float] = {}
+        if args.kstreams:
+            jar = ks.ensure_jar()
+            filled, ks_figures["fill_s"], fill_rss = ks_fill(jar, settings, kst, n, base, args)
         extra = dict(kv.split("=", 1) for kv in args.conf)
         if args.event_log:
             Path(args.event_log).mkdir(parents=True, exist_ok=True)
@@ -221,6 +367,7 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             before = state_bytes(checkpoint)
             pipeline = Enrichment(settings, str(checkpoint), topics)
             renamer = Renamer(settings, topics.referential, n, args.renames_per_s, args.steady)
+            restarted_ms = time.time() * 1000
             query = pipeline.start(spark, {"processingTime": "0 seconds"})
             # The renames start once the restart's batch is done: renames produced while the
             # stores load would come as one backlog batch, a cost of the restart (timed
@@ -271,7 +418,8 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
         # the renamer's producer) over the steady batches, per purchase.
         print(f"  steady {cpu_use.per_record(cpu[0], cpu[-1], purchased)}", flush=True)
         print(f"  steady: {compiled[-1] - compiled[0]} classes generated and compiled by Spark")
-        checked = check_output(settings, topics, args.steady)
+        checked, stamps = check_output(settings, topics.output, args.steady)
+        since = [t - restarted_ms for t in stamps]
         figures = {
             "products": n,
             "purchases_per_s": purchased / sum(trigger),
@@ -288,6 +436,9 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             "batches": len(steady_batches),
             "changed": changed,
             "renames_per_batch": statistics.median(renames),
+            "p50_ms": ks.percentile(since, 50),
+            "p99_ms": ks.percentile(since, 99),
+            "cpu_us": sum(cpu_use.spent(cpu[0], cpu[-1]).values()) / purchased * 1e6,
         }
         print(
             "  steady: {purchases_per_s:,.0f} purchases/s over {steady_s:.0f} s (with the "
@@ -299,6 +450,10 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             flush=True,
         )
         print(f"  output checked: {checked}", flush=True)
+        if args.kstreams:
+            ks_figures |= ks_steady(jar, settings, kst, n, filled, base, args)
+            ks_figures["rss_mb"] = max(ks_figures["rss_mb"], fill_rss)
+            figures |= {f"ks_{k}": v for k, v in ks_figures.items()}
         return figures
 
 
@@ -319,6 +474,12 @@ def main() -> None:
     parser.add_argument(
         "--event-log", default="", help="write Spark's event log here (stage and task times)"
     )
+    parser.add_argument(
+        "--kstreams",
+        action="store_true",
+        help="the same data through benchmarks/kstreams' enrichment application, side by side",
+    )
+    ks.add_app_arguments(parser)
     args = parser.parse_args()
     sizes = [int(s) for s in args.products.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
@@ -336,6 +497,30 @@ def main() -> None:
             f"{r['fill_s']:.0f} | {r['jvm_mb']:,.0f} | {r['workers_mb']:,.0f} | "
             f"{r['changed']:.0f}/{r['batches']:.0f} |"
         )
+    print(
+        "\nSide by side (latency: output append time - the restart's start; CPU: broker, engine,"
+        " this process with the renamer, over the steady span):\n"
+        "| products | engine | purchases/s steady | with restart | p50 ms | p99 ms | restart s "
+        "| fill s | peak RSS MB | CPU µs/purchase | later version named |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        engines = [("Spark", ""), *([("Kafka Streams", "ks_")] if args.kstreams else [])]
+        for engine, k in engines:
+            rss = r[f"{k}rss_mb"] if k else r["jvm_mb"] + r["workers_mb"]
+            print(
+                f"| {r['products']:,.0f} | {engine} | {r[k + 'purchases_per_s']:,.0f} | "
+                f"{r[k + 'overall_per_s']:,.0f} | {r[k + 'p50_ms']:,.0f} | {r[k + 'p99_ms']:,.0f} "
+                f"| {r[k + 'restart_s']:.1f} | {r[k + 'fill_s']:.0f} | {rss:,.0f} | "
+                f"{r[k + 'cpu_us']:.0f} | {r.get(k + 'future', 0):,.0f} |"
+            )
+        if args.kstreams:
+            print(
+                f"| {r['products']:,.0f} | Spark / Kafka Streams | "
+                f"{r['purchases_per_s'] / r['ks_purchases_per_s']:.2f}x | "
+                f"{r['overall_per_s'] / r['ks_overall_per_s']:.2f}x | | "
+                f"{r['p99_ms'] / r['ks_p99_ms']:.2f}x | | | | | |"
+            )
 
 
 if __name__ == "__main__":
