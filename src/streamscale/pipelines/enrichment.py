@@ -83,6 +83,7 @@ almost every batch (docs/benchmarks.md, exactly-once section).
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -356,6 +357,34 @@ def table_operator(rows: DataFrame) -> DataFrame:
             "(it compiles jvm/operators into jvm/lib/operators)"
         )
     return DataFrame(operator.enrich(rows._jdf), spark)
+
+
+def pending_versions(data: bytes | None) -> list[tuple[int, str | None]]:
+    """The pending versions of a table entry as the operator stores them (its state's
+    ``pending`` field, read with Spark's state data source): (Kafka timestamp ms, name as
+    JSON text or None for a tombstone), in log order.
+
+    The layout (``ReferentialTable.encode``): big-endian int count, the count's timestamps as
+    longs, then per version an int UTF-8 length (-1: a tombstone) and its bytes; empty: none.
+    One binary field rather than two arrays keeps Spark's generated state deserializer the
+    same from batch to batch (``ReferentialTable.Entry`` says why)."""
+    if not data:
+        return []
+    (count,) = struct.unpack_from(">i", data)
+    stamps = struct.unpack_from(f">{count}q", data, 4)
+    at = 4 + 8 * count
+    out: list[tuple[int, str | None]] = []
+    for stamp in stamps:
+        (length,) = struct.unpack_from(">i", data, at)
+        at += 4
+        if length < 0:
+            out.append((stamp, None))
+            continue
+        out.append((stamp, bytes(data[at : at + length]).decode()))
+        at += length
+    if at != len(data):
+        raise ValueError(f"pending versions: {len(data) - at} bytes after the last version")
+    return out
 
 
 class OperatorMissingError(LaunchError):

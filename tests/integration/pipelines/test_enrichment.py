@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pipeline_io import assert_group_caught_up, consume_all, other_source, produce
 
-from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics
+from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics, pending_versions
 from streamscale.pipelines.purchase_batches import REF_UNKNOWN
 from streamscale.settings import KafkaSource, Settings
 
@@ -184,7 +184,7 @@ def table_state(spark: Any, checkpoint: Path) -> dict[int, tuple[str | None, lis
         folded = None if entry.name is None else json.loads(entry.name)
         pending = [
             (ts, None if name is None else json.loads(name))
-            for ts, name in zip(entry.ts, entry.names, strict=True)
+            for ts, name in pending_versions(entry.pending)
         ]
         out[row.key.value if "value" in row.key else row.key[0]] = (folded, pending)
     return out

@@ -1,6 +1,8 @@
 package io.streamscale.operators;
 
 import java.io.Serializable;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
@@ -90,19 +92,28 @@ public final class ReferentialTable {
             GroupStateTimeout.NoTimeout());
   }
 
-  /** One product's table entry in the state store. */
+  /**
+   * One product's table entry in the state store: the folded name and the pending versions,
+   * these encoded in one binary field ({@link #encode}).
+   *
+   * <p>Why binary: Spark resolves the state's deserializer again in every micro-batch, and an
+   * array field (the pending versions' timestamps and names as {@code long[]} and {@code
+   * String[]}, as before) resolves into a loop whose variable names come from a global counter,
+   * so the generated code differed in every batch: Spark compiled it anew (30-80 ms) and the
+   * JIT compiled the new class again, every batch (docs/scaling.md). A bean of a string and a
+   * binary field gives the same code every batch.
+   */
   public static final class Entry implements Serializable {
-    private static final long serialVersionUID = 1L;
+    private static final long serialVersionUID = 2L;
+    private static final byte[] NONE = new byte[0];
     private String name;
-    private long[] ts = new long[0];
-    private String[] names = new String[0];
+    private byte[] pending = NONE;
 
     public Entry() {}
 
     Entry(String name, long[] ts, String[] names) {
       this.name = name;
-      this.ts = ts;
-      this.names = names;
+      this.pending = encode(ts, names);
     }
 
     /** The folded name (JSON text); null when unknown or deleted. */
@@ -114,23 +125,73 @@ public final class ReferentialTable {
       this.name = name;
     }
 
-    /** The pending versions' Kafka timestamps (ms), in log order. */
-    public long[] getTs() {
-      return ts;
+    /** The pending versions, in log order, as {@link #encode} writes them. */
+    public byte[] getPending() {
+      return pending;
     }
 
-    public void setTs(long[] ts) {
-      this.ts = ts;
+    public void setPending(byte[] pending) {
+      this.pending = pending == null ? NONE : pending;
+    }
+
+    /** The pending versions' Kafka timestamps (ms), in log order. */
+    long[] stamps() {
+      if (pending.length == 0) {
+        return new long[0];
+      }
+      ByteBuffer in = ByteBuffer.wrap(pending);
+      long[] out = new long[in.getInt()];
+      for (int i = 0; i < out.length; i++) {
+        out[i] = in.getLong();
+      }
+      return out;
     }
 
     /** The pending versions' names (JSON text; null: a tombstone), in log order. */
-    public String[] getNames() {
-      return names;
+    String[] names() {
+      if (pending.length == 0) {
+        return new String[0];
+      }
+      ByteBuffer in = ByteBuffer.wrap(pending);
+      String[] out = new String[in.getInt()];
+      in.position(Integer.BYTES + out.length * Long.BYTES);
+      for (int i = 0; i < out.length; i++) {
+        int length = in.getInt();
+        if (length >= 0) {
+          out[i] = new String(pending, in.position(), length, StandardCharsets.UTF_8);
+          in.position(in.position() + length);
+        }
+      }
+      return out;
     }
+  }
 
-    public void setNames(String[] names) {
-      this.names = names;
+  /**
+   * Pending versions as one byte array: their count, their timestamps, then each name as its
+   * UTF-8 length (-1: a tombstone) and bytes; no versions: an empty array.
+   */
+  static byte[] encode(long[] ts, String[] names) {
+    if (ts.length == 0) {
+      return new byte[0];
     }
+    byte[][] texts = new byte[names.length][];
+    int size = Integer.BYTES + ts.length * (Long.BYTES + Integer.BYTES);
+    for (int i = 0; i < names.length; i++) {
+      texts[i] = names[i] == null ? null : names[i].getBytes(StandardCharsets.UTF_8);
+      size += texts[i] == null ? 0 : texts[i].length;
+    }
+    ByteBuffer out = ByteBuffer.allocate(size);
+    out.putInt(ts.length);
+    for (long t : ts) {
+      out.putLong(t);
+    }
+    for (byte[] text : texts) {
+      out.putInt(text == null ? -1 : text.length);
+      if (text != null) {
+        out.put(text);
+      }
+    }
+    return out.array();
   }
 
   /** The state function (module doc, steps 1-4). */
@@ -159,8 +220,8 @@ public final class ReferentialTable {
       }
       Entry entry = state.exists() ? state.get() : null;
       String folded = entry == null ? null : entry.getName();
-      long[] stamps = entry == null ? new long[0] : entry.getTs();
-      String[] names = entry == null ? new String[0] : entry.getNames();
+      long[] stamps = entry == null ? new long[0] : entry.stamps();
+      String[] names = entry == null ? new String[0] : entry.names();
       boolean changed = false;
       if (!versions.isEmpty()) {
         versions.sort(
