@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from streamscale.lag.model import LagTracker, ProgressSample, QuerySnapshot
+from streamscale.lag.model import ROCKSDB_ROWS_KEY, LagTracker, ProgressSample, QuerySnapshot
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -75,7 +75,8 @@ def start_monitor(
     from streamscale.lag.metrics import consumer_group, start_metrics
 
     tracker = tracker or LagTracker()
-    listener = LagListener(tracker)
+    counted = str(spark.conf.get(ROCKSDB_ROWS_KEY, "true")).strip().lower() != "false"
+    listener = LagListener(tracker, rocksdb_rows_counted=counted)
     previous = None
     if idle_event_interval_s is not None:
         previous = str(spark.conf.get(IDLE_EVENT_INTERVAL_KEY))

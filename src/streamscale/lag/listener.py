@@ -58,12 +58,14 @@ def sample_from_progress(
     *,
     is_kafka: Callable[[str], bool] = is_kafka_description,
     query: str | None = None,
+    rocksdb_rows_counted: bool = True,
 ) -> ProgressSample | None:
     """One progress (a ``StreamingQueryProgress`` or its parsed JSON) → a sample.
 
     None when no Kafka source of the query reported its offsets
     (:func:`~streamscale.lag.model.progress_offsets`). Records of the batch are those of its
-    Kafka sources; its busy time is the trigger's duration.
+    Kafka sources; its busy time is the trigger's duration. ``rocksdb_rows_counted``: see
+    :func:`~streamscale.lag.model.state_operators`.
     """
     found = progress_offsets(progress, is_kafka)
     if found is None:
@@ -73,7 +75,7 @@ def sample_from_progress(
     started = parse_timestamp(str(progress["timestamp"]))
     observed = started + float(durations.get("latestOffset", 0)) / 1000.0
     trigger_s = float(durations.get("triggerExecution", 0)) / 1000.0
-    state = state_operators(progress)
+    state = state_operators(progress, rocksdb_rows_counted=rocksdb_rows_counted)
     batch = BatchStats(
         batch_id=int(progress.get("batchId", -1)),
         wall_time=started + trigger_s,
@@ -92,7 +94,8 @@ class LagListener(StreamingQueryListener):  # type: ignore[misc]
 
     Add it with ``spark.streams.addListener(LagListener(tracker))``. Callbacks run on Spark's
     listener thread: they only parse and record, and never raise (a failure is logged).
-    Terminated queries are forgotten unless ``keep_terminated``.
+    Terminated queries are forgotten unless ``keep_terminated``. ``rocksdb_rows_counted``
+    is the session's ``trackTotalNumberOfRows`` (:func:`~streamscale.lag.model.state_operators`).
     """
 
     def __init__(
@@ -101,10 +104,12 @@ class LagListener(StreamingQueryListener):  # type: ignore[misc]
         *,
         is_kafka: Callable[[str], bool] = is_kafka_description,
         keep_terminated: bool = False,
+        rocksdb_rows_counted: bool = True,
     ) -> None:
         super().__init__()
         self.tracker = tracker
         self.is_kafka = is_kafka
+        self.rocksdb_rows_counted = rocksdb_rows_counted
         self.keep_terminated = keep_terminated
         self._labels: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -123,7 +128,12 @@ class LagListener(StreamingQueryListener):  # type: ignore[misc]
         try:
             progress = event.progress
             label = self._label(progress.id, progress.name)
-            sample = sample_from_progress(progress, is_kafka=self.is_kafka, query=label)
+            sample = sample_from_progress(
+                progress,
+                is_kafka=self.is_kafka,
+                query=label,
+                rocksdb_rows_counted=self.rocksdb_rows_counted,
+            )
             if sample is not None:
                 self.tracker.ingest(sample)
         except Exception:

@@ -85,7 +85,12 @@ def _families() -> dict[str, Metric]:
             "Records/s one executor processes net of the fixed cost, as the autoscaler fits it.",
             ["query"],
         ),
-        ("streamscale_state_rows", "Rows in a stateful operator's state store.", QO),
+        (
+            "streamscale_state_rows",
+            "Rows in a stateful operator's state store (absent for RocksDB when the session "
+            "sets spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows=false).",
+            QO,
+        ),
         (
             "streamscale_state_memory_bytes",
             "Memory a stateful operator's state stores use (RocksDB: memtables, caches).",
@@ -261,12 +266,12 @@ class LagCollector(Collector):
         add("streamscale_sample_age_seconds", [q], snap.age_s)
         for op in snap.state_operators:
             labels = [q, op.operator]
-            add("streamscale_state_rows", labels, op.rows)
             add("streamscale_state_memory_bytes", labels, op.memory_bytes)
             add("streamscale_state_partitions", labels, op.partitions)
             add("streamscale_state_store_instances", labels, op.store_instances)
             add("streamscale_state_commit_seconds", labels, op.commit_s)
             for name, value in (
+                ("streamscale_state_rows", op.rows),
                 ("streamscale_state_disk_bytes", op.disk_bytes),
                 ("streamscale_state_loaded_partitions", op.loaded),
                 ("streamscale_state_load_seconds", op.load_s),

@@ -28,7 +28,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from streamscale.kafka.offsets import OffsetError, from_json
 
@@ -100,12 +100,14 @@ class StateOperatorStats:
     ``partitions`` is the operator's ``numShufflePartitions``, fixed at the query's first
     start: the stateful stage runs that many tasks, whatever the executor count. The RocksDB
     figures (``disk_bytes``, ``loaded``, ``load_s``, ``bytes_copied``) are None with another
-    provider."""
+    provider. ``rows`` is None where the session does not count RocksDB's rows
+    (``spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows=false``, which saves a
+    read per write): Spark then reports 0 whatever the state holds."""
 
     operator: str
     """``operatorName``, with ``#2``, ``#3``... when a query has several of one name."""
     partitions: int
-    rows: int
+    rows: int | None
     rows_updated: int
     rows_removed: int
     memory_bytes: int
@@ -121,8 +123,16 @@ class StateOperatorStats:
     """Checkpoint bytes copied this batch, both ways (``rocksdbBytesCopied``)."""
 
 
-def state_operators(progress: Mapping[str, Any]) -> tuple[StateOperatorStats, ...]:
-    """The stateful operators of one progress (a ``StreamingQueryProgress``'s JSON)."""
+ROCKSDB_ROWS_KEY: Final = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
+
+
+def state_operators(
+    progress: Mapping[str, Any], *, rocksdb_rows_counted: bool = True
+) -> tuple[StateOperatorStats, ...]:
+    """The stateful operators of one progress (a ``StreamingQueryProgress``'s JSON).
+
+    ``rocksdb_rows_counted``: the session's :data:`ROCKSDB_ROWS_KEY` (Spark's default true);
+    false makes ``rows`` None for RocksDB operators, known by their ``rocksdb*`` metrics."""
     out: list[StateOperatorStats] = []
     seen: dict[str, int] = {}
     for op in progress.get("stateOperators") or ():
@@ -130,11 +140,13 @@ def state_operators(progress: Mapping[str, Any]) -> tuple[StateOperatorStats, ..
         seen[name] = seen.get(name, 0) + 1
         custom: Mapping[str, Any] = op.get("customMetrics") or {}
         load_ms = custom.get("rocksdbLoadLatencyMs")
+        rocksdb = any(str(key).startswith("rocksdb") for key in custom)
+        counted = rocksdb_rows_counted or not rocksdb
         out.append(
             StateOperatorStats(
                 operator=name if seen[name] == 1 else f"{name}#{seen[name]}",
                 partitions=int(op.get("numShufflePartitions") or 0),
-                rows=int(op.get("numRowsTotal") or 0),
+                rows=int(op.get("numRowsTotal") or 0) if counted else None,
                 rows_updated=int(op.get("numRowsUpdated") or 0),
                 rows_removed=int(op.get("numRowsRemoved") or 0),
                 memory_bytes=int(op.get("memoryUsedBytes") or 0),

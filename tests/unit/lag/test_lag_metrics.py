@@ -157,8 +157,11 @@ class _FakeSpark:
         self.conf = self
         self.streams = self
 
-    def get(self, key: str) -> str:
-        return self.conf_values[key]
+    def get(self, key: str, default: str | None = None) -> str:
+        value = self.conf_values.get(key, default)
+        if value is None:
+            raise KeyError(key)
+        return value
 
     def set(self, key: str, value: str) -> None:
         self.conf_values[key] = value
@@ -183,4 +186,9 @@ def test_start_monitor_wires_and_unwires() -> None:
     assert spark.conf_values[key] == "10000ms"
     quiet = start_monitor(spark, port=None, idle_event_interval_s=None)
     assert quiet.server is None and spark.conf_values[key] == "10000ms"
+    assert quiet.listener.rocksdb_rows_counted  # Spark's default: RocksDB counts its rows
     quiet.stop()
+    spark.set("spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows", "false")
+    uncounted = start_monitor(spark, port=None, idle_event_interval_s=None)
+    assert not uncounted.listener.rocksdb_rows_counted
+    uncounted.stop()

@@ -177,3 +177,42 @@ def test_state_metrics_are_exported_by_query_and_operator() -> None:
         "streamscale_state_rows",
         "streamscale_state_loaded_partitions",
     } <= set(metric_names())
+
+
+def test_rocksdb_rows_not_counted_are_absent_not_zero() -> None:
+    ops = state_operators(
+        {"stateOperators": [{**ROCKSDB, "numRowsTotal": 0}, HDFS]}, rocksdb_rows_counted=False
+    )
+    assert [op.rows for op in ops] == [None, 10]  # HDFS always counts its rows
+    registry = CollectorRegistry()
+    registry.register(LagCollector(_tracker(ops), clock=lambda: 101.0))
+    rows = {
+        s.labels["operator"]: s.value
+        for family in text_string_to_metric_families(render(registry))
+        for s in family.samples
+        if s.name == "streamscale_state_rows"
+    }
+    assert rows == {"stateStoreSave": 10}
+
+
+def test_the_listener_passes_the_sessions_row_counting_on() -> None:
+    progress = {
+        "id": "q1",
+        "batchId": 3,
+        "timestamp": "2026-11-26T07:00:00.000Z",
+        "durationMs": {"triggerExecution": 1000},
+        "sources": [
+            {
+                "description": "KafkaV2[Subscribe[in]]",
+                "endOffset": {"in": {"0": 10}},
+                "latestOffset": {"in": {"0": 10}},
+                "numInputRows": 10,
+            }
+        ],
+        "stateOperators": [ROCKSDB],
+    }
+    counted = sample_from_progress(progress, query="q")
+    uncounted = sample_from_progress(progress, query="q", rocksdb_rows_counted=False)
+    assert counted is not None and uncounted is not None
+    assert [op.rows for op in counted.state] == [1000]
+    assert [op.rows for op in uncounted.state] == [None]
