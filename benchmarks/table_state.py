@@ -207,12 +207,17 @@ def check_output(
     return result, stamps
 
 
-def ks_fill(
-    jar: Path, settings: Settings, topics: EnrichmentTopics, n: int, tmp: Path, args: Any
-) -> tuple[ks.StreamsApp, float, float]:
-    """Kafka Streams reads the ``n`` products into its table and stops: the application (to
-    restart), the fill seconds and its peak RSS (MB)."""
-    app = ks.start_app(
+def ks_start(
+    jar: Path,
+    settings: Settings,
+    topics: EnrichmentTopics,
+    tmp: Path,
+    args: Any,
+    again: ks.StreamsApp | None = None,
+) -> ks.StreamsApp:
+    """The Kafka Streams enrichment on ``topics`` with the benchmark's options; ``again``
+    restarts that (stopped) application on its own state."""
+    return ks.start_app(
         jar,
         "enrichment",
         settings,
@@ -222,7 +227,16 @@ def ks_fill(
         ks.app_opts(args),
         args.log_dir,
         args.jvm_opt,
+        again,
     )
+
+
+def ks_fill(
+    jar: Path, settings: Settings, topics: EnrichmentTopics, n: int, tmp: Path, args: Any
+) -> tuple[ks.StreamsApp, float, float]:
+    """Kafka Streams reads the ``n`` products into its table and stops: the application (to
+    restart), the fill seconds and its peak RSS (MB)."""
+    app = ks_start(jar, settings, topics, tmp, args)
     try:
         if not ks.wait_for(app, lambda: app.count("referential") >= n, args.timeout_s, "products"):
             raise RuntimeError(f"Kafka Streams did not read {n:,} products")
@@ -248,18 +262,7 @@ def ks_steady(
     admin = KafkaAdmin(settings.kafka_config(), settings.request_timeout_s)
     renamer = Renamer(settings, topics.referential, n, args.renames_per_s, args.steady)
     cpu: list[dict[tuple[str, str], float]] = []
-    app = ks.start_app(
-        jar,
-        "enrichment",
-        settings,
-        ks.enrichment_roles(topics),
-        tmp,
-        args.threads,
-        ks.app_opts(args),
-        args.log_dir,
-        args.jvm_opt,
-        again=filled,
-    )
+    app = ks_start(jar, settings, topics, tmp, args, again=filled)
     try:
 
         def out() -> int:
