@@ -81,9 +81,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka.admin import AdminClient, NewTopic
 
-import pipelines as shared
+import kafka_fill
+from kafka_fill import FRAME_RATE, LOG_APPEND, PARTITIONS, SEED, create_topics
 from streamscale import processes
 from streamscale.experiment import verify
 from streamscale.generate import Record, game_frames, referential
@@ -101,15 +101,10 @@ from streamscale.pipelines.enrichment import EnrichmentTopics
 from streamscale.pipelines.game_sessions import GameTopics
 from streamscale.settings import Settings
 
-ROOT = shared.ROOT
+ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ROOT / "benchmarks" / "kstreams"
 JAR = PROJECT / "target" / "streamscale-kstreams-all.jar"
-PARTITIONS = shared.PARTITIONS
-SEED = shared.SEED
-FRAME_RATE = shared.FRAME_RATE  # event-time frames/s, as benchmarks/pipelines.py
 TICK = os.sysconf("SC_CLK_TCK")
-EXPLICIT = shared.EXPLICIT
-LOG_APPEND = {"message.timestamp.type": "LogAppendTime"}
 LOG_APPEND_TIME = 2  # confluent_kafka.TIMESTAMP_LOG_APPEND_TIME
 STOP_GRACE_S = 30.0
 SENTINEL_HIT = "2A114101"  # impact 42, X, UP, Direct, Pro, NeonBrawl
@@ -189,19 +184,10 @@ class Rec:
     log_append: bool = False
 
 
-def create_topics(settings: Settings, specs: Mapping[str, Mapping[str, str]]) -> None:
-    admin = AdminClient(settings.kafka_config())
-    topics = [
-        NewTopic(name, PARTITIONS, 1, config={**EXPLICIT, **conf}) for name, conf in specs.items()
-    ]
-    for future in admin.create_topics(topics).values():
-        future.result(timeout=30)
-
-
 def produce_all(settings: Settings, records: Iterable[Record | tuple[Any, ...]]) -> int:
     """Produce ``(topic, key, value, ts, counted)`` records (ts 0: the producer stamps now),
-    with ``benchmarks/pipelines.py``'s producer."""
-    return shared.produce_all(settings, records)[0]
+    with the benchmarks' producer (``kafka_fill``); the count."""
+    return kafka_fill.produce_all(settings, records)[0]
 
 
 def read_back(admin: KafkaAdmin, topic: str) -> list[Rec]:
@@ -1135,8 +1121,8 @@ def one_run(
                 fill_purchases(settings, args, et, rng)
                 products = read_back(admin, et.referential)
                 purchases = read_back(admin, et.purchases)
-                keyed = [r for r in products[:200] if r.key is not None]
-                if any(partition_of(r.key, PARTITIONS) != r.partition for r in keyed):  # type: ignore[arg-type]
+                keyed = [(r.key, r.partition) for r in products[:200] if r.key is not None]
+                if any(partition_of(key, PARTITIONS) != p for key, p in keyed):
                     raise RuntimeError("murmur2 here disagrees with the producer's partitioner")
                 print(
                     f"run {run}: filled in {time.perf_counter() - began:.1f} s: "

@@ -4,6 +4,8 @@
         [--products 100000] [--batch N] [--game-batch N] [--skip-quix]
         [--source auto|kafka|streamscale-kafka] [--kstreams] [--threads 2] [--runs 1]
         [--delivery at-least-once|exactly-once|both] [--guarantee exactly_once_v2]
+        [--grace-ms MS] [--retention-margin-ms MS] [--app-opt=--NAME=VALUE] [--jvm-opt OPT]
+        [--log-dir DIR] [--timeout 300]
 
 Fills the topics first (the generators' record builders, seeded), then measures, each
 reading everything from the earliest offset and writing its output to its own Kafka topics
@@ -19,6 +21,10 @@ reading everything from the earliest offset and writing its output to its own Ka
   sessions are appended only after every other engine has read the frames. Spark's game
   sessions then read the same sentinels in a restart of each query from its checkpoint, so
   that their output, too, is complete and checked in full.
+
+The Kafka Streams options (``--threads``, ``--guarantee``, ``--grace-ms``,
+``--retention-margin-ms``, ``--app-opt``, ``--jvm-opt``, ``--log-dir``) are
+``benchmarks/kstreams.py``'s (``kstreams.add_app_arguments``): the same meaning in both.
 
 ``--delivery both`` runs each Spark pipeline at-least-once and exactly-once (Kafka
 transactions, outputs read back ``read_committed``) side by side in one session;
@@ -60,77 +66,35 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CTP
-from confluent_kafka.admin import AdminClient, NewTopic
 
 import cpu_use
+import kstreams as ks
+from kafka_fill import FRAME_RATE, LOG_APPEND, PARTITIONS, SEED, create, create_topics, produce_all
+from streamscale.experiment import verify
 from streamscale.generate import game_frames, referential
 from streamscale.generate.profiles import make_schedule
 from streamscale.generate.purchases import purchase_records
 from streamscale.kafka import broker as embedded
 from streamscale.kafka import transactions as tx
+from streamscale.kafka.admin import KafkaAdmin
 from streamscale.kafka.client import producer_config
 from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics
 from streamscale.pipelines.game_sessions import GameSessions, GameTopics
 from streamscale.pipelines.purchase_batches import REF_UNKNOWN
-from streamscale.settings import Settings
+from streamscale.settings import KafkaSource, Settings
 from streamscale.spark import session
 from streamscale.spark import stop as stop_session
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = ks.ROOT
 QUIX_VENV = ROOT / ".venv-quix"
 QUIX_VERSION = "quixstreams==3.28.1"
-PARTITIONS = 4
-SEED = 42
-FRAME_RATE = 20_000  # event-time frames/s of the generated game frames
 STEADY_BATCHES = 5  # Spark batches after the first that a steady figure needs
-# Quix reads topic configs back and needs these explicitly (the embedded broker reports
-# only explicit configs); harmless for the others.
-EXPLICIT = {"retention.ms": str(7 * 24 * 3600 * 1000), "retention.bytes": "-1"}
-
-
-def create(settings: Settings, names: Iterable[str], compact: Iterable[str] = ()) -> None:
-    admin = AdminClient(settings.kafka_config())
-    tables = set(compact)
-    topics = [
-        NewTopic(
-            n,
-            PARTITIONS,
-            1,
-            config={**EXPLICIT, "cleanup.policy": "compact" if n in tables else "delete"},
-        )
-        for n in names
-    ]
-    for future in admin.create_topics(topics).values():
-        future.result(timeout=15)
-
-
-def produce_all(
-    settings: Settings, records: Iterable[tuple[Any, ...]], scatter: str | None = None
-) -> tuple[int, float]:
-    """Produce generator records ``(topic, key, value, ts, counted)`` as fast as possible;
-    records of topic ``scatter`` go round-robin over the partitions instead of by key."""
-    producer = Producer(
-        producer_config(
-            settings.kafka_config(),
-            **{"linger.ms": 50, "queue.buffering.max.messages": 500_000},
-        )
-    )
-    began = time.perf_counter()
-    count = 0
-    for topic, key, value, ts, _ in records:
-        kwargs = {"timestamp": ts} if ts else {}
-        if topic == scatter:
-            kwargs["partition"] = count % PARTITIONS
-        while True:
-            try:
-                producer.produce(topic, value, key, **kwargs)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        count += 1
-    if producer.flush(120) != 0:
-        raise RuntimeError("records still unacknowledged after 120 s")
-    return count, time.perf_counter() - began
+# --source: the Spark pipelines' Kafka reader (auto: each pipeline's default).
+SOURCES: dict[str, KafkaSource | None] = {
+    "auto": None,
+    "kafka": "kafka",
+    "streamscale-kafka": "streamscale-kafka",
+}
 
 
 def spark_rates(query: Any, wall_s: float) -> dict[str, float]:
@@ -327,13 +291,6 @@ class Row:
     note: str = ""
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
-
-
 def spark_row(rates: dict[str, float], run: SparkRun, note: str) -> Row:
     engine = sum(run.cpu.get(k, 0.0) for k in SPARK_KINDS)
     n = max(1, run.steady_records)
@@ -349,22 +306,20 @@ def spark_row(rates: dict[str, float], run: SparkRun, note: str) -> Row:
 
 def latencies(row: Row, pairs: Sequence[tuple[float, float]], started_ms: float) -> None:
     """``pairs``: (output timestamp, input timestamp) in epoch ms."""
-    row.p50_ms = percentile([o - i for o, i in pairs], 50)
-    row.p99_ms = percentile([o - i for o, i in pairs], 99)
+    row.p50_ms = ks.percentile([o - i for o, i in pairs], 50)
+    row.p99_ms = ks.percentile([o - i for o, i in pairs], 99)
     since = [o - max(i, started_ms) for o, i in pairs]
-    row.p50_start_ms = percentile(since, 50)
-    row.p99_start_ms = percentile(since, 99)
-
-
-def check_enrichment(ks: Any, admin: Any, topics: EnrichmentTopics, ref: Any, name: str) -> Any:
-    """Spark's (or any) enrichment output against the reference, as Kafka Streams' is."""
-    check, written, _ = ks.check_enrichment(admin, topics, ref, name)
-    return check, written
+    row.p50_start_ms = ks.percentile(since, 50)
+    row.p99_start_ms = ks.percentile(since, 99)
 
 
 def check_sessions(
-    ks: Any, admin: Any, topics: GameTopics, ref: Any, watermark_ms: int, name: str
-) -> Any:
+    admin: KafkaAdmin,
+    topics: GameTopics,
+    ref: ks.SessionsReference,
+    watermark_ms: int,
+    name: str,
+) -> tuple[ks.Check, list[ks.Rec]]:
     """Spark's game sessions against the reference. The reference closes every session (it
     includes Kafka Streams' sentinels, which Spark never reads): the sessions that end after
     Spark's last watermark (still open in its state store) are the only ones allowed to be
@@ -391,11 +346,7 @@ def check_sessions(
 
 def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
     rows: dict[str, Row] = {}
-    ks: Any = None
-    if args.kstreams:
-        import kstreams as ks  # imports this module: only when asked
-
-        jar = ks.ensure_jar()
+    jar = ks.ensure_jar() if args.kstreams else None
     with tempfile.TemporaryDirectory() as tmp, embedded.embedded_broker(Path(tmp) / "b") as b:
         settings = Settings(
             bootstrap_servers=b.bootstrap,
@@ -417,7 +368,6 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
         combos = [(src, d) for src in (args.source or ["auto"]) for d in args.deliveries]
         # Every engine writes its own output topics, stamped by the broker (LogAppendTime), so
         # that each output can be checked alone and its latency read from its timestamps.
-        log_append = {"message.timestamp.type": "LogAppendTime"}
         spark_et = [
             dataclasses.replace(et, output=f"{et.output}-{i}", dlq=f"{et.dlq}-{i}")
             for i in range(len(combos))
@@ -428,11 +378,8 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
         ]
         ks_et = dataclasses.replace(et, output=f"ks-{et.output}", dlq=f"ks-{et.dlq}")
         ks_gt = dataclasses.replace(gt, output=f"ks-{gt.output}", dlq=f"ks-{gt.dlq}")
-        admin_c = AdminClient(settings.kafka_config())
-        out_topics = [t for x in [*spark_et, *spark_gt, ks_et, ks_gt] for t in (x.output, x.dlq)]
-        new = [NewTopic(t, PARTITIONS, 1, config={**EXPLICIT, **log_append}) for t in out_topics]
-        for future in admin_c.create_topics(new).values():
-            future.result(timeout=15)
+        out_topics: list[EnrichmentTopics | GameTopics] = [*spark_et, *spark_gt, ks_et, ks_gt]
+        create_topics(settings, {t: LOG_APPEND for x in out_topics for t in (x.output, x.dlq)})
 
         rng = random.Random(SEED)
         plan = referential.plan_for_products(args.products, 0.05, 0.01)
@@ -463,13 +410,10 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
                 print(f"  WARNING: {what} gets only about {n} steady batch(es)", flush=True)
 
         # The references, from the records read back (before any engine runs).
-        admin = None
-        ref_e = ref_s = None
-        read: dict[str, Any] = {}
-        if ks is None:
-            import kstreams as ks  # the reference and the checks live there
-
-        admin = ks.KafkaAdmin(settings.kafka_config(), 30.0)
+        ref_e: ks.EnrichmentReference | None = None
+        ref_s: ks.SessionsReference | None = None
+        read: dict[str, list[ks.Rec]] = {}
+        admin = KafkaAdmin(settings.kafka_config(), 30.0)
         began = time.perf_counter()
         if not args.skip_enrichment:
             read["products"] = ks.read_back(admin, et.referential)
@@ -494,12 +438,13 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
             extra = dict(item.split("=", 1) for item in args.conf)
             spark = session(settings, app_name="bench-pipelines", extra_conf=extra)
             ckpt = Path(tmp) / "ckpt"
-            closing: list[tuple[int, str | None, str, str]] = []
+            closing: list[tuple[int, KafkaSource | None, str, str]] = []
             for i, (choice, delivery) in enumerate([] if args.skip_enrichment else combos):
-                source = None if choice == "auto" else choice
-                topics_i = spark_et[i]
+                assert ref_e is not None  # built unless --skip-enrichment
+                source = SOURCES[choice]
+                et_i = spark_et[i]
                 settings_i = settings.model_copy(update={"delivery": delivery})
-                enrichment = Enrichment(settings_i, str(ckpt / f"enrichment-{i}"), topics_i, source)
+                enrichment = Enrichment(settings_i, str(ckpt / f"enrichment-{i}"), et_i, source)
                 print(f"enrichment reads with {enrichment.source}", flush=True)
                 before = tx.jvm_writer_stats(spark)
                 query, sr = run_spark(spark, enrichment)
@@ -517,7 +462,7 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
                 )
                 name = f"enrichment, Spark {enrichment.source}, {delivery} #{i}"
                 row = spark_row(en, sr, f"{int(en['batches']) - 1} steady batches")
-                check, written = check_enrichment(ks, admin, topics_i, ref_e, name)
+                check, written, _ = ks.check_enrichment(admin, et_i, ref_e, name)
                 print(f"  {check.summary()}", flush=True)
                 pairs = [(r.ts, created[r.key]) for r in written if r.key in created]
                 latencies(row, pairs, sr.started_ms)
@@ -526,10 +471,11 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
 
             game_settings = settings.model_copy(update={"max_offsets_per_trigger": args.game_batch})
             for i, (choice, delivery) in enumerate([] if args.skip_games else combos):
-                source = None if choice == "auto" else choice
-                topics_i = spark_gt[i]
+                assert ref_s is not None  # built unless --skip-games
+                source = SOURCES[choice]
+                gt_i = spark_gt[i]
                 game_i = game_settings.model_copy(update={"delivery": delivery})
-                pipeline = GameSessions(game_i, str(ckpt / f"sessions-{i}"), topics_i, source)
+                pipeline = GameSessions(game_i, str(ckpt / f"sessions-{i}"), gt_i, source)
                 print(f"game sessions read with {pipeline.source}", flush=True)
                 games, sr = run_spark(spark, pipeline)
                 gs = spark_rates(games, sr.wall_s)
@@ -538,9 +484,10 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
                     for key, n in pipeline.batch_counts(progress).items():
                         totals[key] = totals.get(key, 0) + n
                 watermark_ms = final_watermark_ms(games)
-                frames, approved = totals.get("frames.records", 0), totals.get("join.approved", 0)
+                read_frames = totals.get("frames.records", 0)
+                approved = totals.get("join.approved", 0)
                 print(
-                    f"  game-sessions frames {frames:,}: approved {approved:,}, "
+                    f"  game-sessions frames {read_frames:,}: approved {approved:,}, "
                     f"unapproved {totals.get('join.unapproved', 0):,}, "
                     f"late rows {totals.get('late.rows', 0):,}, the rest in open windows;"
                     f" sessions closed {totals.get('sessions.closed', 0)}",
@@ -548,7 +495,7 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
                 )
                 name = f"game sessions, Spark {pipeline.source}, {delivery} #{i}"
                 row = spark_row(gs, sr, f"{int(gs['batches']) - 1} steady batches")
-                check, written = check_sessions(ks, admin, topics_i, ref_s, watermark_ms, name)
+                check, written = check_sessions(admin, gt_i, ref_s, watermark_ms, name)
                 print(f"  {check.summary()}", flush=True)
                 row.check = "ok (closed ones)" if check.ok else "FAILED"
                 rows[name] = row
@@ -564,13 +511,12 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
                     quix = quix_enrichment(settings, et, outputs[1], n_pur)
                     rows["(b) enrichment, Quix Streams"] = Row(quix, note=QUIX_VERSION)
 
-            if args.kstreams:
+            if jar is not None:  # --kstreams
                 # Last, on the same topics: the sentinel frames it needs to close its last
                 # sessions are appended after every other engine has read the frames.
                 tmp_ks = Path(tmp) / "kstreams"
                 tmp_ks.mkdir()
                 for name, result in ks_runs(
-                    ks,
                     jar,
                     settings,
                     admin,
@@ -588,19 +534,20 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
                 # the sentinel frames (Kafka Streams already appended them; else here), read by
                 # a restart of each Spark query from its checkpoint. Its output is then checked
                 # in full against the reference; the steady figures above are unchanged.
+                assert ref_s is not None  # closing holds game-session runs
                 if not args.kstreams:
                     produce_all(settings, ref_s.sentinels_at(0))
                 spark = session(settings, app_name="bench-pipelines-close", extra_conf=extra)
                 for i, source, name, delivery in closing:
-                    topics_i = spark_gt[i]
+                    gt_i = spark_gt[i]
                     game_i = game_settings.model_copy(update={"delivery": delivery})
-                    pipeline = GameSessions(game_i, str(ckpt / f"sessions-{i}"), topics_i, source)
+                    pipeline = GameSessions(game_i, str(ckpt / f"sessions-{i}"), gt_i, source)
                     print(f"game sessions, closing run ({pipeline.source})", flush=True)
                     _, sr = run_spark(spark, pipeline)
-                    check, written = check_sessions(ks, admin, topics_i, ref_s, 0, name)
-                    independent = ks.verify.compare_sessions(
+                    check, written = check_sessions(admin, gt_i, ref_s, 0, name)
+                    independent = verify.compare_sessions(
                         ref_s.expected,
-                        ks.verify.actual_sessions([(r.key, r.value, r.ts) for r in written]),
+                        verify.actual_sessions([(r.key, r.value, r.ts) for r in written]),
                     )
                     check.notes.append(
                         f"streamscale.experiment.verify.compare_sessions: {independent.summary()}"
@@ -609,7 +556,7 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
                         check.missing.append(independent.summary())
                     print(f"  after the sentinels: {check.summary()}", flush=True)
                     row = rows[name]
-                    pairs = [(r.ts, json.loads(r.value)["lastTs"]) for r in written]
+                    pairs = [(r.ts, json.loads(r.value or b"{}")["lastTs"]) for r in written]
                     latencies(row, pairs, sr.started_ms)
                     row.p50_start_ms = row.p99_start_ms = math.nan
                     close_ms = max((r.ts for r in written), default=math.nan) - sr.started_ms
@@ -625,13 +572,12 @@ def one_run(run: int, args: argparse.Namespace) -> dict[str, Row]:
 
 
 def ks_runs(
-    ks: Any,
     jar: Path,
     settings: Settings,
-    admin: Any,
+    admin: KafkaAdmin,
     topics: tuple[EnrichmentTopics, GameTopics],
-    read: dict[str, Any],
-    refs: tuple[Any, Any],
+    read: dict[str, list[ks.Rec]],
+    refs: tuple[ks.EnrichmentReference | None, ks.SessionsReference | None],
     tmp: Path,
     args: argparse.Namespace,
     broker_pid: int,
@@ -693,11 +639,10 @@ def median_row(rows: Sequence[Row]) -> Row:
         finite = [v for v in values if not math.isnan(v)]
         return statistics.median(finite) if finite else math.nan
 
-    fields = [f.name for f in dataclasses.fields(Row) if f.name not in ("check", "note")]
-    out = Row(**{n: med(getattr(r, n) for r in rows) for n in fields})
-    checks = sorted({r.check for r in rows})
-    out.check = "/".join(checks)
-    out.note = rows[-1].note
+    out = Row(math.nan, check="/".join(sorted({r.check for r in rows})), note=rows[-1].note)
+    for f in dataclasses.fields(Row):
+        if f.name not in ("check", "note"):
+            setattr(out, f.name, med(getattr(r, f.name) for r in rows))
     return out
 
 
@@ -765,7 +710,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--source",
-        choices=("auto", "kafka", "streamscale-kafka"),
+        choices=tuple(SOURCES),
         action="append",
         help="Kafka reader of both Spark pipelines (auto, the default: each pipeline's own); "
         "repeat it to run each pipeline once per value, in order, in one Spark session",
@@ -777,12 +722,6 @@ def main() -> None:
         help="output delivery of both Spark pipelines (default at-least-once); both, or "
         "repeated: each pipeline runs once per value, side by side in one Spark session",
     )
-    parser.add_argument(
-        "--guarantee",
-        choices=("at_least_once", "exactly_once_v2"),
-        default="at_least_once",
-        help="Kafka Streams' processing.guarantee (with --kstreams)",
-    )
     parser.add_argument("--skip-quix", action="store_true")
     parser.add_argument(
         "--kstreams",
@@ -790,13 +729,12 @@ def main() -> None:
         help="also run both pipelines on Kafka Streams (benchmarks/kstreams), last, on the same "
         "broker and topics",
     )
-    parser.add_argument("--runs", type=int, default=1, help="median of this many runs")
-    parser.add_argument(
-        "--threads", type=int, default=os.cpu_count() or 2, help="Kafka Streams stream threads"
-    )
+    # With --kstreams: the Kafka Streams applications' options (--threads, --guarantee...).
+    ks.add_app_arguments(parser)
     parser.add_argument(
         "--timeout", type=float, default=300.0, help="Kafka Streams: seconds per wait"
     )
+    parser.add_argument("--runs", type=int, default=1, help="median of this many runs")
     parser.add_argument(
         "--scatter-approvals",
         action="store_true",
@@ -818,9 +756,6 @@ def main() -> None:
         args.deliveries += ["at-least-once", "exactly-once"] if d == "both" else [d]
     args.batch = args.batch or math.ceil(args.purchases / (STEADY_BATCHES + 3))
     args.game_batch = args.game_batch or max(1, math.ceil(2 * args.frames / (STEADY_BATCHES + 3)))
-    # kstreams.py's options that this benchmark keeps at their defaults
-    args.log_dir, args.jvm_opt, args.app_opt = None, [], []
-    args.grace_ms = args.retention_margin_ms = None
 
     per_run = []
     for run in range(1, args.runs + 1):

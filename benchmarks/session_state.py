@@ -67,7 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cpu_use
 import kstreams as ks
-from pipelines import create, produce_all
+from kafka_fill import create, produce_all
 from streamscale.kafka import broker as embedded
 from streamscale.kafka.admin import KafkaAdmin
 from streamscale.pipelines import hits as codec

@@ -81,7 +81,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cpu_use
 import kstreams as ks
-from pipelines import create, produce_all
+from kafka_fill import LOG_APPEND, create, create_topics, produce_all
 from streamscale.kafka import broker as embedded
 from streamscale.kafka.admin import KafkaAdmin
 from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics
@@ -325,7 +325,7 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
         )
         create(settings, [topics.purchases, topics.referential, topics.dlq], [topics.referential])
         # Stamped by the broker: the latency of a purchase is read from its output record.
-        ks.create_topics(settings, {topics.output: ks.LOG_APPEND})
+        create_topics(settings, {topics.output: LOG_APPEND})
         # Kafka Streams: its own copy of the referential (each engine's renames go to its
         # own), the same purchases, its own outputs.
         kst = EnrichmentTopics(
@@ -337,8 +337,8 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
         referentials = [topics.referential]
         if args.kstreams:
             referentials.append(kst.referential)
-            specs = {kst.referential: {"cleanup.policy": "compact"}, kst.output: ks.LOG_APPEND}
-            ks.create_topics(settings, {**specs, kst.dlq: ks.LOG_APPEND})
+            specs = {kst.referential: {"cleanup.policy": "compact"}, kst.output: LOG_APPEND}
+            create_topics(settings, {**specs, kst.dlq: LOG_APPEND})
         produced, took = produce_all(
             settings, (product(t, i, T0) for i in range(n) for t in referentials)
         )
