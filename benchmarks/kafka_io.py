@@ -9,12 +9,14 @@ with the reader's fetch setting (the machine's real ceiling for one Python proce
 ``streamscale-kafka`` source into the noop sink;
 (c) Spark's connector into Spark's Kafka sink, (c') the project's source into its sink.
 Spark paths are "steady": the batches after the first (which pays for start-up), with the
-CPU each process class spent per record over those batches.
+CPU each process class of this run (Spark JVM, Python workers, the broker, this process;
+not other work on the machine) spent per record over those batches.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -168,7 +170,9 @@ def main() -> None:
                 if to_kafka:
                     sink = f"bench-out-{uuid.uuid4().hex[:6]}"
                     create(settings, sink)
-                cpu = cpu_use.BatchCpu(spark)
+                # This run's processes only (the machine is shared): the Spark JVM, its
+                # Python workers, the embedded broker and this process.
+                cpu = cpu_use.BatchCpu(spark, root=os.getpid())
                 query = spark_run(spark, settings, source, "bench-in", args.batch, sink)
                 rate, batches = steady_rate(query)
                 return rate, f"{batches} batches; {cpu.steady()}"

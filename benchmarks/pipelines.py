@@ -127,11 +127,13 @@ class SparkRun:
 
 
 def run_spark(spark: Any, pipeline: Any) -> tuple[Any, SparkRun]:
-    cpu = cpu_use.BatchCpu(spark)
+    # This run's processes only (the machine is shared): this process and those below it,
+    # the Spark JVM, its Python workers and the embedded broker (started by this process).
+    cpu = cpu_use.BatchCpu(spark, root=os.getpid())
     # The PySpark driver is this process, which also holds the benchmark's reference records:
     # only its growth during the query counts.
     driver_before = cpu_use.rss_mb(["benchmark process"])
-    rss = cpu_use.RssPeak(["spark jvm", "python workers"])
+    rss = cpu_use.RssPeak(["spark jvm", "python workers"], root=os.getpid())
     driver_rss = cpu_use.RssPeak(["benchmark process"])
     started_ms = time.time() * 1000
     began = time.perf_counter()
@@ -670,12 +672,12 @@ def show_table(per_run: Sequence[dict[str, Row]]) -> None:
         "batches 2+ over their trigger time; Kafka Streams: first record processed -> last "
         "output, game sessions -> last frame aggregated, JVM start excluded; plain/Quix: their "
         "own loop). e2e/s: with start-up (Spark: query start -> end; Kafka Streams: JVM "
-        "launch). CPU µs: per input record over the steady span, the engine's processes (Spark: "
-        "driver JVM + Python workers + the PySpark driver process; Kafka Streams: its JVM); "
-        "broker: the broker's over the same span. p50/p99: output append time - input "
-        "timestamp (enrichment: purchase CreateTime; sessions: last frame's event time): on a "
-        "backlog filled before any engine starts, so it grows with how long the engine waited "
-        "its turn. p50/p99 st: output append time - max(input timestamp, engine start), the "
+        "launch). CPU µs: per input record over the steady span, the engine's processes of this "
+        "run (Spark: driver JVM + Python workers + the PySpark driver process; Kafka Streams: "
+        "its JVM); broker: this run's broker over the same span. p50/p99: output append time - "
+        "input timestamp (enrichment: purchase CreateTime; sessions: last frame's event time): "
+        "on a backlog filled before any engine starts, so it grows with how long the engine "
+        "waited its turn. p50/p99 st: output append time - max(input timestamp, engine start), the "
         "same latency counted from the engine's start (Spark: query start; Kafka Streams: JVM "
         "launch); not for game sessions, whose sessions all close on the sentinel frames "
         "(event time here spans less than the 30 s gap): Kafka Streams gets them once it has "
