@@ -95,7 +95,7 @@ def fill_open_sessions(settings: Settings, machines: int) -> None:
     event time: read first, they leave that many sessions open in the state store."""
     import random
 
-    from pipelines import create, produce_all
+    from kafka_fill import create, produce_all
     from session_state import T0, frame_records
 
     topics = _game_topics()
@@ -109,17 +109,16 @@ def fill_game(settings: Settings, frames: int, machines: int, *, create: bool = 
     moving on by 14 s over the whole run: every session stays open (the gap is longer)."""
     import random
 
-    from pipelines import create as create_topics
-    from pipelines import produce_all
+    import kafka_fill
     from session_state import T0, frame_records
 
     topics = _game_topics()
     if create:
-        create_topics(settings, [topics.requests, topics.approvals, topics.output, topics.dlq])
+        kafka_fill.create(settings, [topics.requests, topics.approvals, topics.output, topics.dlq])
     rng = random.Random(42)
     stamps = (T0 + i * 14_000 // frames for i in range(frames))
     picks = (rng.randrange(machines) for _ in range(frames))
-    produce_all(settings, frame_records(topics, picks, stamps, rng))
+    kafka_fill.produce_all(settings, frame_records(topics, picks, stamps, rng))
 
 
 def user_query(spark: Any, bootstrap: str, args: argparse.Namespace, base: Path) -> Any:
