@@ -103,6 +103,12 @@ rescale pause grows with the state (issue 23: the cost of a change, priced):
   ``hold_pause_cost``): a scale-up that would not lower the predicted time lag, its start and
   pause counted, while the running count carries the input.
 
+An opt-in rule trades executors for safety against surges (``surge_share``, 0 by default,
+:func:`surge_holds`): a scale-down keeps the count that rides out a surge of that share of
+the input until a scale-up could follow it. On the trace family it lowers the seeds where
+``rate`` breaks the objective and the oracle does not, at a price in executor-seconds
+(docs/benchmarks.md, "The price of safety against surges").
+
 One exception, the urgent backlog: when the time lag exceeds ``urgent_time_lag_s`` (default
 30 s, the latency objective), a scale-up after a scale-down is allowed inside the window and
 the warm-up (the scale-down was a mistake; waiting costs the objective), as
@@ -141,6 +147,7 @@ __all__ = [
     "has_backlog",
     "measure_capacity",
     "predicted_peak_time_lag",
+    "surge_holds",
     "upper_bound",
     "urgent_backlog",
     "usable_executors",
@@ -240,6 +247,13 @@ class PolicyConfig:
     decision_interval_s: float = 10.0
     """Seconds between two decisions (the controller's interval): a count held within the
     latency budget must leave time for a scale-up at the next decision."""
+    surge_share: float = 0.0
+    """``rate``: a scale-down keeps the count that rides out a surge of this share of the
+    input (0.5: the input 1.5 times what it is), arriving at once and lasting until a
+    scale-up could follow (:func:`surge_holds`). No scale-up may follow a scale-down within
+    the stabilization window, so a surge that arrives then meets the smaller count alone.
+    0 (the default) assumes no surge: cheaper, and exposed to one in that window
+    (``benchmarks/autoscaler_family.py --surge-share`` measures the trade-off)."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -268,6 +282,7 @@ class PolicyConfig:
             (self.urgent_time_lag_s > 0, "urgent_time_lag_s must be > 0"),
             (self.slo_horizon_s >= 0, "slo_horizon_s must be >= 0"),
             (self.decision_interval_s > 0, "decision_interval_s must be > 0"),
+            (self.surge_share >= 0, "surge_share must be >= 0"),
         ]
         for ok, message in checks:
             if not ok:
@@ -781,6 +796,20 @@ def reserve_holds(
     return _way_back(config, obs, capacity, executors, scaled_for) or not _way_back(
         replace(config, state_reload_s=0.0), obs, capacity, executors, scaled_for
     )
+
+
+def surge_holds(config: PolicyConfig, obs: Observation, capacity: Capacity, executors: int) -> bool:
+    """``rate``: a scale-down to ``executors`` rides out a surge of ``surge_share`` × the
+    input that arrives as it is made and lasts until a scale-up could follow it (the
+    stabilization window, then the new executors' start and a change's base pause): the
+    predicted time lag, the scale-down's own pause and a batch cycle included, stays within
+    ``urgent_time_lag_s``. Always True with ``surge_share`` 0."""
+    if config.surge_share <= 0:
+        return True
+    surge = _with_input(obs, obs.arrival_rate * (1 + config.surge_share))
+    horizon = config.stabilization_window_s + config.scale_up_delay_s + config.restart_pause_s
+    peak = predicted_peak_time_lag(config, surge, capacity, executors, horizon_s=horizon)
+    return peak + batch_cycle_s(config, surge, capacity, executors) <= config.urgent_time_lag_s
 
 
 def _way_back(
@@ -1299,6 +1328,7 @@ def decide(
                 + batch_cycle_s(config, obs, capacity, n)
                 <= bound
                 and reserve_holds(config, obs, capacity, n, state.scaled_for)
+                and surge_holds(config, obs, capacity, n)
             ]
             if not fits:
                 return hold(Reason.HOLD_PAUSE_COST, target)

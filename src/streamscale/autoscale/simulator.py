@@ -1136,7 +1136,7 @@ def replay(records: Sequence[Mapping[str, Any]], scenario: Scenario) -> Replay:
 # --- scoring on a generated trace family (issue 23) -------------------------------------
 
 FAMILY_POLICIES = ("rate", "lag", "oracle")
-"""What :func:`score_family` runs on each seed's trace."""
+"""What :func:`score_seed` runs on each seed's trace."""
 
 
 @dataclass(frozen=True)
@@ -1167,28 +1167,22 @@ def score_seed(
     duration_s: int | None = None,
     scenario: Scenario = GENERIC,
     base: policy.PolicyConfig | None = None,
+    oracle_summary: Summary | None = None,
 ) -> FamilyScore:
     """``rate``, ``lag`` and the oracle on the generated trace of ``seed``
     (:func:`~streamscale.autoscale.family.generate`), in ``scenario`` (the generic cluster by
-    default) with the throughput jitter drawn from the same seed."""
+    default) with the throughput jitter drawn from the same seed. ``oracle_summary``: the
+    oracle's figures on that trace and scenario when already known (they do not depend on
+    the policies, and the oracle's search takes most of the time)."""
     recipe = family.draw(seed, duration_s)
     trace = family.render(recipe)
     model = replace(scenario.model, seed=seed)
     config = scenario.policy_config(base)
+    known = {} if oracle_summary is None else {"oracle": oracle_summary}
     summaries = {
-        name: simulate(trace, model, resolve(name, config, trace, model)).summary
+        name: known.get(name) or simulate(trace, model, resolve(name, config, trace, model)).summary
         for name in FAMILY_POLICIES
     }
     return FamilyScore(
         seed, recipe.describe(), summaries["rate"], summaries["lag"], summaries["oracle"]
     )
-
-
-def score_family(
-    seeds: Sequence[int],
-    duration_s: int | None = None,
-    scenario: Scenario = GENERIC,
-    base: policy.PolicyConfig | None = None,
-) -> list[FamilyScore]:
-    """:func:`score_seed` for every seed, in order (one core: a seed at a time)."""
-    return [score_seed(seed, duration_s, scenario, base) for seed in seeds]

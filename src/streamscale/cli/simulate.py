@@ -52,6 +52,11 @@ def simulate(
     scale_down_max_factor: float = typer.Option(
         0.6, help="Fraction of executors one scale-down may remove"
     ),
+    surge_share: float = typer.Option(
+        0.0,
+        help="rate policy: a scale-down rides out a surge of this share of the input until "
+        "a scale-up could follow it (0: none assumed)",
+    ),
     warmup_batches: int = typer.Option(3, help="Batches after a rescale before deciding"),
     urgent_time_lag: float = typer.Option(
         30.0, help="Time lag (s) past which a backlog overrides the window after a scale-down"
@@ -133,6 +138,7 @@ def simulate(
             scale_down_max_factor=scale_down_max_factor,
             warmup_batches=warmup_batches,
             urgent_time_lag_s=urgent_time_lag,
+            surge_share=surge_share,
         )
         if target_utilization is not None:
             base = replace(base, target_utilization=target_utilization)

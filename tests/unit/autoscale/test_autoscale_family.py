@@ -103,3 +103,13 @@ def test_rate_on_short_generated_traces(seed: int) -> None:
     assert score.rate.reversals == 0, score.description
     assert not score.violates_beyond_oracle("rate"), score.description
     assert score.ratio("rate") < 1.5, score.description
+
+
+def test_a_known_oracle_is_not_searched_again() -> None:
+    """The oracle's figures, when given, are the score's (they do not depend on the
+    policies); ``rate`` and ``lag`` still run."""
+    known = simulator.Summary(0, 1, 2.0, 3.0, 1000.0, 4, 5)
+    score = simulator.score_seed(GUARD_SEEDS[0], duration_s=300, oracle_summary=known)
+    assert score.oracle is known
+    assert score.rate.executor_seconds > 0
+    assert score.ratio("rate") == score.rate.executor_seconds / 1000.0

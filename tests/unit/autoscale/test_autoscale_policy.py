@@ -34,6 +34,7 @@ from streamscale.autoscale.policy import (
     predicted_peak_time_lag,
     reserve_holds,
     riding_count,
+    surge_holds,
     upper_bound,
     urgent_backlog,
     window_peak,
@@ -749,6 +750,8 @@ def test_config_validation() -> None:
         Observation(now_s=0, executors=-1, partitions=1)
     with pytest.raises(ValueError, match="decision_interval_s"):
         PolicyConfig(decision_interval_s=0)
+    with pytest.raises(ValueError, match="surge_share"):
+        PolicyConfig(surge_share=-0.1)
     with pytest.raises(ValueError, match="trend_span_s"):
         Observation(now_s=0, executors=1, partitions=1, trend_span_s=0)
 
@@ -1147,6 +1150,35 @@ def test_a_scale_in_keeps_headroom_over_the_windows_highest_input() -> None:
     wander = ((NOW - 40, 2970.0), (NOW - 30, 3630.0), (NOW - 20, 2970.0), (NOW - 10, 3630.0))
     kept, _ = decide(BUDGETED, replace(state, arrivals=wander), budget_obs(8, 3300, 1.0))
     assert (kept.desired, kept.reason) == (5, Reason.SCALE_DOWN_IDLE)
+
+
+@pytest.mark.parametrize(
+    ("share", "rate", "executors", "holds"),
+    [
+        (0.0, 3300, 1, True),  # no surge assumed: any count
+        (0.5, 1500, 1, False),  # 2 250/s on one executor (976/s) for 78 s: far behind
+        (0.5, 1500, 2, True),  # 2 carry 1 905/s: 345/s short, within the objective
+        (1.0, 1500, 2, False),  # 3 000/s: 1 095/s short
+        (1.0, 1500, 3, True),  # 3 carry 2 791/s
+        (1.0, 3300, 5, False),  # 6 600/s: 5 carry 4 444/s
+        (1.0, 3300, 6, True),  # 6 carry 5 217/s
+    ],
+)
+def test_surge_holds(share: float, rate: float, executors: int, holds: bool) -> None:
+    """A scale-down rides out a surge of ``share`` × the input for the window and a
+    scale-up's start and pause (60 + 13 + 5 s) within the objective, or is not made."""
+    config = replace(BUDGETED, surge_share=share)
+    assert surge_holds(config, budget_obs(8, rate, 1.0), HALF_S, executors) is holds
+
+
+def test_a_scale_in_keeps_headroom_for_a_surge_when_asked() -> None:
+    """8 executors at 3 300/s, quiet for a window: down to 4 by default; with
+    ``surge_share`` 1.0 (6 600/s until a scale-up could follow), to 6."""
+    state = replace(QUIET, capacity=HALF_S)
+    plain, _ = decide(BUDGETED, state, budget_obs(8, 3300, 1.0))
+    assert (plain.desired, plain.reason) == (4, Reason.SCALE_DOWN_IDLE)
+    safe, _ = decide(replace(BUDGETED, surge_share=1.0), state, budget_obs(8, 3300, 1.0))
+    assert (safe.desired, safe.reason) == (6, Reason.SCALE_DOWN_IDLE)
 
 
 # The stateful trace's cluster at its third surge: 4 500/s after 1 500/s, a whole state that
