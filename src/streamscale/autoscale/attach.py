@@ -94,6 +94,7 @@ def attach(
     metrics_host: str | None = None,
     interval_s: float = 10.0,
     stabilization_window_s: float = 60.0,
+    surge_share: float = 0.0,
     queries: Sequence[str] | None = None,
     decision_log: str | Path | None = None,
     commit_offsets: bool = True,
@@ -110,6 +111,8 @@ def attach(
     offsets of sources whose own options cannot be read (default: ``Settings()``, from
     ``STREAMSCALE_*``). Each query's ``minPartitions``, ``maxOffsetsPerTrigger`` and trigger
     interval are read from the running query, for the parallelism cap and the capacity model;
+    ``surge_share``: headroom the ``rate`` policy keeps at a scale-in for a surge of that share
+    of the input (:attr:`~streamscale.autoscale.policy.PolicyConfig.surge_share`; 0: none);
     ``settings``' trigger interval and batch limit stand in while they cannot be read.
     ``master_report``: how the standalone Master's view of its workers is read (default: its
     web UI's ``/json/`` on the master's host, see :func:`~streamscale.autoscale.headroom.
@@ -134,6 +137,7 @@ def attach(
         max_executors=max_executors,
         interval_s=interval_s,
         stabilization_window_s=stabilization_window_s,
+        surge_share=surge_share,
         decision_log=None if decision_log is None else Path(decision_log),
     )
     settings = settings or Settings()

@@ -36,6 +36,8 @@ class AutoscaleOptions:
     interval_s: float = 10.0
     stabilization_window_s: float = 60.0
     lag_threshold: float = 10_000.0
+    surge_share: float = 0.0
+    """``rate``: headroom a scale-down keeps for a surge (:attr:`PolicyConfig.surge_share`)."""
     decision_log: Path | None = None
 
     def __post_init__(self) -> None:
@@ -48,6 +50,8 @@ class AutoscaleOptions:
             )
         if self.interval_s <= 0:
             raise ConfigError("--autoscale-interval must be > 0 seconds")
+        if self.surge_share < 0:
+            raise ConfigError("--surge-share must be >= 0 (0: no surge assumed)")
 
     def policy_config(
         self, trigger_interval_s: float = 1.0, max_records_per_trigger: int | None = None
@@ -60,6 +64,7 @@ class AutoscaleOptions:
             max_executors=self.max_executors,
             stabilization_window_s=self.stabilization_window_s,
             lag_threshold=self.lag_threshold,
+            surge_share=self.surge_share,
             trigger_interval_s=trigger_interval_s,
             max_records_per_trigger=max_records_per_trigger,
         )

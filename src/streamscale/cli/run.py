@@ -157,6 +157,12 @@ def run(
     lag_threshold: float = typer.Option(
         10_000.0, "--lag-threshold", help="lag policy: records of lag per executor"
     ),
+    surge_share: float = typer.Option(
+        0.0,
+        "--surge-share",
+        help="rate policy: a scale-in keeps headroom for a surge of this share of the input "
+        "until a scale-out may follow it (0: none assumed)",
+    ),
     decision_log: Path | None = typer.Option(
         None, "--decision-log", help="JSON-lines file of every autoscaler decision"
     ),
@@ -186,6 +192,7 @@ def run(
                 interval_s=autoscale_interval,
                 stabilization_window_s=window,
                 lag_threshold=lag_threshold,
+                surge_share=surge_share,
                 decision_log=decision_log,
             )
             if autoscale

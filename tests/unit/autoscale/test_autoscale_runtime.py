@@ -22,6 +22,14 @@ def test_elastic_conf_per_cluster_manager() -> None:
         elastic_conf("local[2]", options)
 
 
+def test_surge_share_reaches_the_policy_and_is_validated() -> None:
+    """What a user sets for the ``rate`` policy's surge headroom is what it decides with."""
+    assert AutoscaleOptions().policy_config().surge_share == 0.0
+    assert AutoscaleOptions(surge_share=0.5).policy_config().surge_share == 0.5
+    with pytest.raises(ConfigError, match="--surge-share must be >= 0"):
+        AutoscaleOptions(surge_share=-0.1)
+
+
 def test_run_autoscale_is_refused_in_local_mode_before_spark_starts() -> None:
     from typer.testing import CliRunner
 
