@@ -175,6 +175,24 @@ def compilations(spark: Any) -> int:
         return -1
 
 
+def heap_mb(spark: Any) -> float:
+    """The Spark JVM's heap as committed now (MB): the part of its resident memory that is
+    Java heap; the rest is native (RocksDB, thread stacks, code, metaspace, direct buffers)."""
+    try:
+        return float(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().totalMemory()) / 2**20
+    except Exception:  # a figure to print, not a reason to fail the run
+        return -1.0
+
+
+def state_memory_mb(progress: list[Any]) -> float:
+    """The state operators' ``memoryUsedBytes`` in the last batch with input (MB): for RocksDB,
+    its own estimate of its memtables, block cache and table readers."""
+    batches = [p for p in progress if p.numInputRows]
+    if not batches:
+        return -1.0
+    return sum(op.memoryUsedBytes for op in batches[-1].stateOperators or []) / 2**20
+
+
 def check_output(
     settings: Settings, output: str, steady: int, strict: bool = True
 ) -> tuple[dict[str, int], list[int]]:
@@ -357,6 +375,9 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
         # shared.
         rss = cpu_use.RssPeak(["spark jvm"], root=os.getpid())
         workers = cpu_use.RssPeak(["python workers"], root=os.getpid())
+        # The JVM's peak in each part (fill; restart and steady batches), and its heap as
+        # committed at the end of each: what the rest of its resident memory is native.
+        phase = cpu_use.RssPeak(["spark jvm"], root=os.getpid())
         renamer = None
         try:
             fill = Enrichment(settings, str(checkpoint), topics)
@@ -365,7 +386,15 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             if query.exception() is not None:
                 raise RuntimeError(str(query.exception()))
             fill_s = sum(p.durationMs["triggerExecution"] for p in query.recentProgress) / 1000
-            print(f"  fill: {n:,} products into the state store in {fill_s:.1f} s", flush=True)
+            fill_state_mb = state_memory_mb(query.recentProgress)
+            fill_jvm_mb, fill_heap_mb = phase.stop(), heap_mb(spark)
+            print(
+                f"  fill: {n:,} products into the state store in {fill_s:.1f} s; Spark JVM "
+                f"peak RSS {fill_jvm_mb:,.0f} MB, heap committed {fill_heap_mb:,.0f} MB, "
+                f"RocksDB's own estimate {fill_state_mb:,.0f} MB",
+                flush=True,
+            )
+            phase = cpu_use.RssPeak(["spark jvm"], root=os.getpid())
             produce_all(settings, purchases(topics.purchases, args.steady, n, rng))
             before = state_bytes(checkpoint)
             pipeline = Enrichment(settings, str(checkpoint), topics)
@@ -389,12 +418,20 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             compiled.append(compilations(spark))
             query.stop()
             written = state_bytes(checkpoint) - before
+            steady_jvm_mb, steady_heap_mb = phase.stop(), heap_mb(spark)
+            steady_state_mb = state_memory_mb(query.recentProgress)
         finally:
             if renamer is not None and renamer.ident is not None:
                 renamer.stop.set()
                 renamer.join(60)
+            phase.stop()
             jvm_mb, workers_mb = rss.stop(), workers.stop()
             stop_session(spark)
+        print(
+            f"  restart and steady: Spark JVM peak RSS {steady_jvm_mb:,.0f} MB, heap committed "
+            f"{steady_heap_mb:,.0f} MB, RocksDB's own estimate {steady_state_mb:,.0f} MB",
+            flush=True,
+        )
         batches = [p for p in query.recentProgress if p.numInputRows]
         counts = [pipeline.batch_counts(p) for p in batches]
         steady_batches = batches[1:]
@@ -435,6 +472,8 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             "restart_s": restart_s,
             "fill_s": fill_s,
             "jvm_mb": jvm_mb,
+            "fill_jvm_mb": fill_jvm_mb,
+            "steady_jvm_mb": steady_jvm_mb,
             "workers_mb": workers_mb,
             "batches": len(steady_batches),
             "changed": changed,
