@@ -190,7 +190,7 @@ def state_memory_mb(progress: list[Any]) -> float:
     batches = [p for p in progress if p.numInputRows]
     if not batches:
         return -1.0
-    return sum(op.memoryUsedBytes for op in batches[-1].stateOperators or []) / 2**20
+    return float(sum(op.memoryUsedBytes for op in batches[-1].stateOperators or [])) / 2**20
 
 
 def check_output(
