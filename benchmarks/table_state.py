@@ -426,10 +426,12 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
                 renamer.join(60)
             phase.stop()
             jvm_mb, workers_mb = rss.stop(), workers.stop()
+            jvm_hwm_mb = cpu_use.hwm_mb(["spark jvm"], root=os.getpid())
             stop_session(spark)
         print(
             f"  restart and steady: Spark JVM peak RSS {steady_jvm_mb:,.0f} MB, heap committed "
-            f"{steady_heap_mb:,.0f} MB, RocksDB's own estimate {steady_state_mb:,.0f} MB",
+            f"{steady_heap_mb:,.0f} MB, RocksDB's own estimate {steady_state_mb:,.0f} MB; "
+            f"the JVM's VmHWM over its life {jvm_hwm_mb:,.0f} MB",
             flush=True,
         )
         batches = [p for p in query.recentProgress if p.numInputRows]
@@ -472,6 +474,7 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             "restart_s": restart_s,
             "fill_s": fill_s,
             "jvm_mb": jvm_mb,
+            "jvm_hwm_mb": jvm_hwm_mb,
             "fill_jvm_mb": fill_jvm_mb,
             "steady_jvm_mb": steady_jvm_mb,
             "workers_mb": workers_mb,
