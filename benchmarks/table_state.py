@@ -26,7 +26,9 @@ median batch's trigger time and its part outside ``addBatch``
 (what the driver does per batch besides waiting for the job: planning, offsets, state store
 bookkeeping, commits), state bytes written per steady batch (growth of the checkpoint's
 ``state/``), the restart to the first batch, the peak resident memory of the Spark JVM (driver
-and executors: local mode) and of the Python workers, and the batches whose table changed.
+and executors: local mode; sampled, per part, and its ``VmHWM``, the kernel's high-water mark)
+with its committed heap and RocksDB's own estimate of its memory after the fill and at the end,
+the peak of the Python workers, and the batches whose table changed.
 Every purchase is checked: written once, never ``REF INCONNUE`` (every product exists), and
 named by a version whose timestamp is at or before its own (a name carries its version's
 timestamp), never by a later one. ``--event-log DIR`` keeps Spark's event log (stage and
