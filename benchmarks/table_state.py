@@ -26,7 +26,9 @@ median batch's trigger time and its part outside ``addBatch``
 (what the driver does per batch besides waiting for the job: planning, offsets, state store
 bookkeeping, commits), state bytes written per steady batch (growth of the checkpoint's
 ``state/``), the restart to the first batch, the peak resident memory of the Spark JVM (driver
-and executors: local mode) and of the Python workers, and the batches whose table changed.
+and executors: local mode; sampled, per part, and its ``VmHWM``, the kernel's high-water mark)
+with its committed heap and RocksDB's own estimate of its memory after the fill and at the end,
+the peak of the Python workers, and the batches whose table changed.
 Every purchase is checked: written once, never ``REF INCONNUE`` (every product exists), and
 named by a version whose timestamp is at or before its own (a name carries its version's
 timestamp), never by a later one. ``--event-log DIR`` keeps Spark's event log (stage and
@@ -173,6 +175,24 @@ def compilations(spark: Any) -> int:
         return int(metrics.METRIC_COMPILATION_TIME().getCount())
     except Exception:  # a figure to print, not a reason to fail the run
         return -1
+
+
+def heap_mb(spark: Any) -> float:
+    """The Spark JVM's heap as committed now (MB): the part of its resident memory that is
+    Java heap; the rest is native (RocksDB, thread stacks, code, metaspace, direct buffers)."""
+    try:
+        return float(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().totalMemory()) / 2**20
+    except Exception:  # a figure to print, not a reason to fail the run
+        return -1.0
+
+
+def state_memory_mb(progress: list[Any]) -> float:
+    """The state operators' ``memoryUsedBytes`` in the last batch with input (MB): for RocksDB,
+    its own estimate of its memtables, block cache and table readers."""
+    batches = [p for p in progress if p.numInputRows]
+    if not batches:
+        return -1.0
+    return float(sum(op.memoryUsedBytes for op in batches[-1].stateOperators or [])) / 2**20
 
 
 def check_output(
@@ -357,6 +377,9 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
         # shared.
         rss = cpu_use.RssPeak(["spark jvm"], root=os.getpid())
         workers = cpu_use.RssPeak(["python workers"], root=os.getpid())
+        # The JVM's peak in each part (fill; restart and steady batches), and its heap as
+        # committed at the end of each: what the rest of its resident memory is native.
+        phase = cpu_use.RssPeak(["spark jvm"], root=os.getpid())
         renamer = None
         try:
             fill = Enrichment(settings, str(checkpoint), topics)
@@ -365,7 +388,15 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             if query.exception() is not None:
                 raise RuntimeError(str(query.exception()))
             fill_s = sum(p.durationMs["triggerExecution"] for p in query.recentProgress) / 1000
-            print(f"  fill: {n:,} products into the state store in {fill_s:.1f} s", flush=True)
+            fill_state_mb = state_memory_mb(query.recentProgress)
+            fill_jvm_mb, fill_heap_mb = phase.stop(), heap_mb(spark)
+            print(
+                f"  fill: {n:,} products into the state store in {fill_s:.1f} s; Spark JVM "
+                f"peak RSS {fill_jvm_mb:,.0f} MB, heap committed {fill_heap_mb:,.0f} MB, "
+                f"RocksDB's own estimate {fill_state_mb:,.0f} MB",
+                flush=True,
+            )
+            phase = cpu_use.RssPeak(["spark jvm"], root=os.getpid())
             produce_all(settings, purchases(topics.purchases, args.steady, n, rng))
             before = state_bytes(checkpoint)
             pipeline = Enrichment(settings, str(checkpoint), topics)
@@ -389,12 +420,22 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             compiled.append(compilations(spark))
             query.stop()
             written = state_bytes(checkpoint) - before
+            steady_jvm_mb, steady_heap_mb = phase.stop(), heap_mb(spark)
+            steady_state_mb = state_memory_mb(query.recentProgress)
         finally:
             if renamer is not None and renamer.ident is not None:
                 renamer.stop.set()
                 renamer.join(60)
+            phase.stop()
             jvm_mb, workers_mb = rss.stop(), workers.stop()
+            jvm_hwm_mb = cpu_use.hwm_mb(["spark jvm"], root=os.getpid())
             stop_session(spark)
+        print(
+            f"  restart and steady: Spark JVM peak RSS {steady_jvm_mb:,.0f} MB, heap committed "
+            f"{steady_heap_mb:,.0f} MB, RocksDB's own estimate {steady_state_mb:,.0f} MB; "
+            f"the JVM's VmHWM over its life {jvm_hwm_mb:,.0f} MB",
+            flush=True,
+        )
         batches = [p for p in query.recentProgress if p.numInputRows]
         counts = [pipeline.batch_counts(p) for p in batches]
         steady_batches = batches[1:]
@@ -435,6 +476,9 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             "restart_s": restart_s,
             "fill_s": fill_s,
             "jvm_mb": jvm_mb,
+            "jvm_hwm_mb": jvm_hwm_mb,
+            "fill_jvm_mb": fill_jvm_mb,
+            "steady_jvm_mb": steady_jvm_mb,
             "workers_mb": workers_mb,
             "batches": len(steady_batches),
             "changed": changed,
