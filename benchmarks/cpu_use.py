@@ -135,21 +135,16 @@ def _status_kb(pid: str, field: str) -> int:
 
 
 def _processes(kinds: Iterable[str], root: int | None) -> list[str]:
-    """The PIDs of these kinds (with ``root``, below that PID only), each address space once.
-
-    A JVM starts its children (Hadoop's ``readlink`` on every checkpoint file, the Python
-    workers) through ``posix_spawn``: until the child execs, it shares or copies the JVM's
-    pages and carries its command line, so ``/proc`` shows a second JVM with the JVM's whole
-    RSS. Seen: such children of a 5.8 GB Spark JVM several times a batch, and a sampled
-    peak of 10.7 GB where another sampler of the same run saw 5.4 GB. A JVM whose parent is
-    counted with the same command line is that parent's, not counted
-    again (a JVM does not fork without exec; Python's forked workers are processes of their
-    own and stay counted)."""
+    """The PIDs of these kinds (with ``root``, below that PID only), each address space once
+    (:func:`streamscale.processes.one_per_address_space`: a JVM's child that has not yet
+    exec'd carries its command line and whole RSS; seen several times a batch from a 5.8 GB
+    Spark JVM, Hadoop's ``readlink`` on checkpoint files, and a sampled peak of 10.7 GB where
+    another sampler of the same run saw 5.4 GB)."""
     wanted = set(kinds)
     pids = (
         [str(p) for p in processes.descendants(root)] if root is not None else os.listdir("/proc")
     )
-    found: dict[str, tuple[str, str]] = {}
+    found: dict[int, tuple[int, str]] = {}
     for pid in pids:
         if not pid.isdigit():
             continue
@@ -160,12 +155,8 @@ def _processes(kinds: Iterable[str], root: int | None) -> list[str]:
         except OSError:
             continue
         if fields is not None and _kind(pid, cmd) in wanted:
-            found[pid] = (fields[1], cmd)
-    return [
-        pid
-        for pid, (ppid, cmd) in found.items()
-        if not (cmd.split(" ")[0].endswith("java") and found.get(ppid, ("", ""))[1] == cmd)
-    ]
+            found[int(pid)] = (int(fields[1]), cmd)
+    return [str(pid) for pid in processes.one_per_address_space(found)]
 
 
 def rss_mb(kinds: Iterable[str], root: int | None = None) -> float:

@@ -211,6 +211,39 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def one_per_address_space(procs: Mapping[int, tuple[int, str]]) -> list[int]:
+    """The PIDs of ``procs`` (PID → parent PID, command line), a JVM's address space once.
+
+    A JVM starts its children (Hadoop's ``readlink`` on checkpoint files, several times a
+    batch; Spark's Python workers) through ``posix_spawn``: until the child execs, ``/proc``
+    shows it with the JVM's command line and the JVM's whole resident memory, and a sum of
+    RSS counts the JVM twice. A java process whose parent is in ``procs`` with the same
+    command line is that parent's; Python's forked workers are processes of their own and
+    stay."""
+    return [
+        pid
+        for pid, (parent, cmd) in procs.items()
+        if not (
+            cmd.split(" ", 1)[0].endswith("java") and parent in procs and procs[parent][1] == cmd
+        )
+    ]
+
+
+def distinct(pids: Sequence[int]) -> list[int]:
+    """:func:`one_per_address_space` of the live processes among ``pids`` (Linux ``/proc``)."""
+    procs: dict[int, tuple[int, str]] = {}
+    for pid in pids:
+        fields = stat_fields(pid)
+        try:
+            with open(f"/proc/{pid}/cmdline") as f:
+                cmd = f.read().replace("\0", " ")
+        except OSError:
+            continue
+        if fields is not None and len(fields) > 1:
+            procs[pid] = (int(fields[1]), cmd)
+    return one_per_address_space(procs)
+
+
 def tail(path: Path, lines: int = 5) -> str:
     try:
         text = path.read_text(errors="replace").strip().splitlines()

@@ -186,7 +186,8 @@ def rss_bytes(pids: Sequence[int]) -> int:
 
 
 class MemorySampler:
-    """Peak resident memory of this process and everything it started, sampled every second."""
+    """Peak resident memory of this process and everything it started, sampled every second
+    (a JVM's address space once: :func:`~streamscale.processes.distinct`)."""
 
     def __init__(self, interval_s: float = 1.0) -> None:
         self.peak = 0
@@ -196,9 +197,8 @@ class MemorySampler:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.peak = max(
-                self.peak, rss_bytes([os.getpid(), *processes.descendants(os.getpid())])
-            )
+            started = [os.getpid(), *processes.descendants(os.getpid())]
+            self.peak = max(self.peak, rss_bytes(processes.distinct(started)))
 
     def __enter__(self) -> MemorySampler:
         self._thread.start()
