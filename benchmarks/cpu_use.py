@@ -142,47 +142,41 @@ def _processes(kinds: Iterable[str], root: int | None) -> list[str]:
     another sampler of the same run saw 5.4 GB)."""
     wanted = set(kinds)
     pids = (
-        [str(p) for p in processes.descendants(root)] if root is not None else os.listdir("/proc")
+        processes.descendants(root)
+        if root is not None
+        else [int(p) for p in os.listdir("/proc") if p.isdigit()]
     )
-    found: dict[int, tuple[int, str]] = {}
-    for pid in pids:
-        if not pid.isdigit():
-            continue
+    found = {
+        pid: parent_cmd
+        for pid, parent_cmd in processes.commands(pids).items()
+        if _kind(str(pid), parent_cmd[1]) in wanted
+    }
+    return [str(pid) for pid in processes.one_per_address_space(found)]
+
+
+def _summed_mb(field: str, kinds: Iterable[str], root: int | None) -> float:
+    """``field`` of ``/proc/PID/status`` (kB) summed over :func:`_processes`, in MB."""
+    total = 0
+    for pid in _processes(kinds, root):
         try:
-            with open(f"/proc/{pid}/cmdline") as f:
-                cmd = f.read().replace("\0", " ")
-            fields = processes.stat_fields(pid)
+            total += _status_kb(pid, field)
         except OSError:
             continue
-        if fields is not None and _kind(pid, cmd) in wanted:
-            found[int(pid)] = (int(fields[1]), cmd)
-    return [str(pid) for pid in processes.one_per_address_space(found)]
+    return total / 1024
 
 
 def rss_mb(kinds: Iterable[str], root: int | None = None) -> float:
     """Summed resident memory (VmRSS, MB) of the processes of these kinds now (with ``root``,
     only the processes below that PID: not other work on a shared machine), each address
     space once (see :func:`_processes`)."""
-    total = 0
-    for pid in _processes(kinds, root):
-        try:
-            total += _status_kb(pid, "VmRSS")
-        except OSError:
-            continue
-    return total / 1024
+    return _summed_mb("VmRSS", kinds, root)
 
 
 def hwm_mb(kinds: Iterable[str], root: int | None = None) -> float:
     """Summed peak resident memory (VmHWM, MB: the kernel's high-water mark over each
     process's life, nothing missed between samples) of the processes of these kinds alive
     now, each address space once."""
-    total = 0
-    for pid in _processes(kinds, root):
-        try:
-            total += _status_kb(pid, "VmHWM")
-        except OSError:
-            continue
-    return total / 1024
+    return _summed_mb("VmHWM", kinds, root)
 
 
 class RssPeak:

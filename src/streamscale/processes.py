@@ -14,7 +14,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -229,8 +229,9 @@ def one_per_address_space(procs: Mapping[int, tuple[int, str]]) -> list[int]:
     ]
 
 
-def distinct(pids: Sequence[int]) -> list[int]:
-    """:func:`one_per_address_space` of the live processes among ``pids`` (Linux ``/proc``)."""
+def commands(pids: Iterable[int]) -> dict[int, tuple[int, str]]:
+    """PID → (parent PID, command line) of the live processes among ``pids`` (Linux
+    ``/proc``; the command line's arguments joined by spaces)."""
     procs: dict[int, tuple[int, str]] = {}
     for pid in pids:
         fields = stat_fields(pid)
@@ -241,7 +242,12 @@ def distinct(pids: Sequence[int]) -> list[int]:
             continue
         if fields is not None and len(fields) > 1:
             procs[pid] = (int(fields[1]), cmd)
-    return one_per_address_space(procs)
+    return procs
+
+
+def distinct(pids: Sequence[int]) -> list[int]:
+    """:func:`one_per_address_space` of the live processes among ``pids`` (Linux ``/proc``)."""
+    return one_per_address_space(commands(pids))
 
 
 def tail(path: Path, lines: int = 5) -> str:

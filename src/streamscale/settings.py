@@ -41,6 +41,9 @@ _LOGIN_MODULES: dict[str, str] = {
 LOCALITY_WAIT = "spark.locality.wait"
 """Spark's wait for a task's preferred executor: 0 s in the project's sessions (see
 :meth:`Settings.spark_conf`); ``streamscale.attach`` warns when a user's session waits."""
+ROCKSDB_ROWS_KEY = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
+"""Whether RocksDB counts its rows (Spark's default true): false in the project's sessions
+(:meth:`Settings.spark_conf`); ``/metrics`` then omits RocksDB operators' row counts."""
 LOCALITY_WAIT_PROCESS = "spark.locality.wait.process"
 """Spark's wait for a task's preferred *executor* (process locality); node and rack stay 0 s."""
 STATE_LOCALITY_WAIT = "1s"
@@ -323,7 +326,7 @@ class Settings(BaseSettings):
             # Counting rows costs a RocksDB read before every write and delete; the count
             # (numRowsTotal in progress, then always 0) drives no decision, and /metrics
             # omits streamscale_state_rows for RocksDB operators of such a session.
-            conf["spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"] = "false"
+            conf[ROCKSDB_ROWS_KEY] = "false"
         return conf
 
     def as_dict(self, *, reveal_secrets: bool = False) -> dict[str, Any]:

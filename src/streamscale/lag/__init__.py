@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from streamscale.lag.model import ROCKSDB_ROWS_KEY, LagTracker, ProgressSample, QuerySnapshot
+from streamscale.lag.model import LagTracker, ProgressSample, QuerySnapshot
+from streamscale.settings import ROCKSDB_ROWS_KEY
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry

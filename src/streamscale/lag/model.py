@@ -28,7 +28,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from streamscale.kafka.offsets import OffsetError, from_json
 
@@ -123,15 +123,13 @@ class StateOperatorStats:
     """Checkpoint bytes copied this batch, both ways (``rocksdbBytesCopied``)."""
 
 
-ROCKSDB_ROWS_KEY: Final = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
-
-
 def state_operators(
     progress: Mapping[str, Any], *, rocksdb_rows_counted: bool = True
 ) -> tuple[StateOperatorStats, ...]:
     """The stateful operators of one progress (a ``StreamingQueryProgress``'s JSON).
 
-    ``rocksdb_rows_counted``: the session's :data:`ROCKSDB_ROWS_KEY` (Spark's default true);
+    ``rocksdb_rows_counted``: the session's :data:`~streamscale.settings.ROCKSDB_ROWS_KEY`
+    (Spark's default true);
     false makes ``rows`` None for RocksDB operators, known by their ``rocksdb*`` metrics."""
     out: list[StateOperatorStats] = []
     seen: dict[str, int] = {}
