@@ -5,7 +5,9 @@ Run: ``.venv/bin/python benchmarks/autoscaler_family.py`` (the 100 evaluation se
 ``--tuning`` scores the tuning seeds (0-299) instead, ``--seeds 3,7,20-29`` any others
 (2000-2099: the held-out seeds); ``--per-seed`` prints every seed's figures;
 ``--surge-share 0.5`` scores ``rate`` with that ``PolicyConfig.surge_share`` (a scale-down
-keeps the count that rides out a surge of half the input until a scale-up could follow it).
+keeps the count that rides out a surge of half the input until a scale-up could follow it);
+``--reverse-for-slo`` with ``PolicyConfig.reverse_for_slo`` (a scale-up may reverse a recent
+scale-down as soon as a rising input is predicted to break the objective).
 
 Each seed draws a trace (``family.generate``: base load with noise, daily cycles, ramps, flash
 sales, spikes, input outages) and runs it on the generic cluster (1..8 executors) with the
@@ -173,6 +175,11 @@ def main() -> int:
         help="rate's surge_share: a scale-down rides out a surge of this share of the input",
     )
     parser.add_argument(
+        "--reverse-for-slo",
+        action="store_true",
+        help="rate's reverse_for_slo: the objective before the no-reversal rule",
+    )
+    parser.add_argument(
         "--oracle-cache",
         default=".streamscale/family-oracle.json",
         help="file keeping the oracle's figures ('none': computed every run)",
@@ -183,7 +190,7 @@ def main() -> int:
         seeds = list(family.TUNING_SEEDS)
     else:
         seeds = args.seeds or list(family.EVALUATION_SEEDS)
-    base = policy.PolicyConfig(surge_share=args.surge_share)
+    base = policy.PolicyConfig(surge_share=args.surge_share, reverse_for_slo=args.reverse_for_slo)
     cache = None if args.oracle_cache == "none" else Path(args.oracle_cache)
     fingerprint = oracle_fingerprint(args.duration)
     oracles = load_oracles(cache, fingerprint)
@@ -194,7 +201,7 @@ def main() -> int:
         scores = [f.result() for f in futures]
     if cache is not None:
         save_oracles(cache, fingerprint, {**oracles, **{s.seed: s.oracle for s in scores}})
-    print(f"`rate` with surge_share {args.surge_share}\n")
+    print(f"`rate` with surge_share {args.surge_share}, reverse_for_slo {args.reverse_for_slo}\n")
     ok = report(scores, args.per_seed)
     kept = sum(1 for seed in seeds if seed in oracles)
     print(

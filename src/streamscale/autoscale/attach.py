@@ -95,6 +95,7 @@ def attach(
     interval_s: float = 10.0,
     stabilization_window_s: float = 60.0,
     surge_share: float = 0.0,
+    reverse_for_slo: bool = False,
     queries: Sequence[str] | None = None,
     decision_log: str | Path | None = None,
     commit_offsets: bool = True,
@@ -113,6 +114,9 @@ def attach(
     interval are read from the running query, for the parallelism cap and the capacity model;
     ``surge_share``: headroom the ``rate`` policy keeps at a scale-in for a surge of that share
     of the input (:attr:`~streamscale.autoscale.policy.PolicyConfig.surge_share`; 0: none);
+    ``reverse_for_slo``: a scale-up may reverse a recent scale-in as soon as a rising input is
+    predicted to break the time-lag objective
+    (:attr:`~streamscale.autoscale.policy.PolicyConfig.reverse_for_slo`; off: only once it is);
     ``settings``' trigger interval and batch limit stand in while they cannot be read.
     ``master_report``: how the standalone Master's view of its workers is read (default: its
     web UI's ``/json/`` on the master's host, see :func:`~streamscale.autoscale.headroom.
@@ -138,6 +142,7 @@ def attach(
         interval_s=interval_s,
         stabilization_window_s=stabilization_window_s,
         surge_share=surge_share,
+        reverse_for_slo=reverse_for_slo,
         decision_log=None if decision_log is None else Path(decision_log),
     )
     settings = settings or Settings()

@@ -112,7 +112,12 @@ the input until a scale-up could follow it. On the trace family it lowers the se
 One exception, the urgent backlog: when the time lag exceeds ``urgent_time_lag_s`` (default
 30 s, the latency objective), a scale-up after a scale-down is allowed inside the window and
 the warm-up (the scale-down was a mistake; waiting costs the objective), as
-``scale_up_urgent``.
+``scale_up_urgent``. A second opt-in rule (``reverse_for_slo``, off by default,
+:func:`slo_at_risk`) makes the backlog urgent before the objective is broken: while the
+input rises and the running count is predicted to break it. A surge that arrives within the
+window after a scale-down is then met at once, at the price of a reversal; on the trace
+family it removes most of the seconds ``rate`` spends beyond the objective where the oracle
+does not (docs/benchmarks.md, "The objective or no reversal").
 
 The production controller and the simulator both call :func:`decide`, so what the benchmark
 measures is the code that runs.
@@ -147,6 +152,7 @@ __all__ = [
     "has_backlog",
     "measure_capacity",
     "predicted_peak_time_lag",
+    "slo_at_risk",
     "surge_holds",
     "upper_bound",
     "urgent_backlog",
@@ -239,7 +245,8 @@ class PolicyConfig:
     warmup_batches: int = 3
     """Batches to complete after start or after the executor set changes before deciding."""
     urgent_time_lag_s: float = 30.0
-    """Time lag past which a backlog overrides the window and warm-up after a scale-down."""
+    """Time lag past which a backlog overrides the window and warm-up after a scale-down
+    (with ``reverse_for_slo``: predicted to pass, while the input rises)."""
     slo_horizon_s: float = 60.0
     """A scale-up adds the fewest executors that keep the predicted time lag within
     ``SLO_MARGIN × urgent_time_lag_s`` over this horizon, when that is fewer than the rate
@@ -254,6 +261,13 @@ class PolicyConfig:
     the stabilization window, so a surge that arrives then meets the smaller count alone.
     0 (the default) assumes no surge: cheaper, and exposed to one in that window
     (``benchmarks/autoscaler_family.py --surge-share`` measures the trade-off)."""
+    reverse_for_slo: bool = False
+    """``rate``: while the input rises, a backlog is urgent as soon as the running count is
+    predicted to break the time-lag objective (:func:`slo_at_risk`), not only once the
+    observed time lag has: a surge that arrives within the stabilization window after a
+    scale-down is then met by a scale-up at once, a reversal. Off (the default): no reversal
+    before the objective is broken. The objective before the no-reversal rule;
+    ``benchmarks/autoscaler_family.py --reverse-for-slo`` measures the trade-off."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -462,6 +476,22 @@ def urgent_backlog(config: PolicyConfig, obs: Observation) -> bool:
         return obs.time_lag_s > config.urgent_time_lag_s
     allowed = config.backlog_min_records + obs.input_rate * config.urgent_time_lag_s
     return obs.total_lag > allowed
+
+
+def slo_at_risk(config: PolicyConfig, obs: Observation, capacity: Capacity) -> bool:
+    """``reverse_for_slo``: the input rises (:func:`rising`) and the running count, kept, is
+    predicted to let the time lag (a batch cycle included) pass ``urgent_time_lag_s`` over
+    ``slo_horizon_s``: the backlog is urgent before the objective is broken. A count that
+    proves short at a steady input waits for the observed time lag, as without the option:
+    only a change of the input reverses a scale-down early, never its noise. False when the
+    option is off, for ``lag``, or without a backlog or a known capacity."""
+    if not config.reverse_for_slo or config.kind is not PolicyKind.RATE:
+        return False
+    if not capacity.known or not has_backlog(config, obs) or not rising(config, obs):
+        return False
+    running = obs.executors
+    peak = predicted_peak_time_lag(config, obs, capacity, running)
+    return peak + batch_cycle_s(config, obs, capacity, running) > config.urgent_time_lag_s
 
 
 def measure_capacity(
@@ -1138,6 +1168,7 @@ def decide(
     urgent = backlog and urgent_backlog(config, obs)
 
     capacity = measure_capacity(config, obs, state.capacity)
+    urgent = urgent or (problem is None and slo_at_risk(config, obs, capacity))
     clear_since = None if problem is not None else _no_backlog_since(config, state, obs, backlog)
     set_changed = state.running is not None and state.running != obs.executors
     stable_since = now if set_changed else state.stable_since_s

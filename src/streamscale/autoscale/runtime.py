@@ -38,6 +38,9 @@ class AutoscaleOptions:
     lag_threshold: float = 10_000.0
     surge_share: float = 0.0
     """``rate``: headroom a scale-down keeps for a surge (:attr:`PolicyConfig.surge_share`)."""
+    reverse_for_slo: bool = False
+    """``rate``: the objective before the no-reversal rule
+    (:attr:`PolicyConfig.reverse_for_slo`)."""
     decision_log: Path | None = None
 
     def __post_init__(self) -> None:
@@ -65,6 +68,7 @@ class AutoscaleOptions:
             stabilization_window_s=self.stabilization_window_s,
             lag_threshold=self.lag_threshold,
             surge_share=self.surge_share,
+            reverse_for_slo=self.reverse_for_slo,
             trigger_interval_s=trigger_interval_s,
             max_records_per_trigger=max_records_per_trigger,
         )

@@ -163,6 +163,12 @@ def run(
         help="rate policy: a scale-in keeps headroom for a surge of this share of the input "
         "until a scale-out may follow it (0: none assumed)",
     ),
+    reverse_for_slo: bool = typer.Option(
+        False,
+        "--reverse-for-slo",
+        help="rate policy: a scale-out may reverse a recent scale-in as soon as a rising "
+        "input is predicted to break the time-lag objective",
+    ),
     decision_log: Path | None = typer.Option(
         None, "--decision-log", help="JSON-lines file of every autoscaler decision"
     ),
@@ -193,6 +199,7 @@ def run(
                 stabilization_window_s=window,
                 lag_threshold=lag_threshold,
                 surge_share=surge_share,
+                reverse_for_slo=reverse_for_slo,
                 decision_log=decision_log,
             )
             if autoscale

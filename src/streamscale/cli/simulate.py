@@ -57,6 +57,12 @@ def simulate(
         help="rate policy: a scale-down rides out a surge of this share of the input until "
         "a scale-up could follow it (0: none assumed)",
     ),
+    reverse_for_slo: bool = typer.Option(
+        False,
+        "--reverse-for-slo",
+        help="rate policy: a scale-up may reverse a recent scale-down as soon as a rising "
+        "input is predicted to break the time-lag objective",
+    ),
     warmup_batches: int = typer.Option(3, help="Batches after a rescale before deciding"),
     urgent_time_lag: float = typer.Option(
         30.0, help="Time lag (s) past which a backlog overrides the window after a scale-down"
@@ -139,6 +145,7 @@ def simulate(
             warmup_batches=warmup_batches,
             urgent_time_lag_s=urgent_time_lag,
             surge_share=surge_share,
+            reverse_for_slo=reverse_for_slo,
         )
         if target_utilization is not None:
             base = replace(base, target_utilization=target_utilization)

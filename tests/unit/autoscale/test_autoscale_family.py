@@ -3,13 +3,14 @@ and ``rate`` scored against the oracle on a few short generated traces."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamscale.autoscale import family, simulator
+from streamscale.autoscale import family, policy, simulator
 
 
 def test_same_seed_same_trace() -> None:
@@ -113,3 +114,21 @@ def test_a_known_oracle_is_not_searched_again() -> None:
     assert score.oracle is known
     assert score.rate.executor_seconds > 0
     assert score.ratio("rate") == score.rate.executor_seconds / 1000.0
+
+
+def test_reverse_for_slo_meets_a_spike_after_a_scale_in() -> None:
+    """Tuning seed 41: ``rate`` scales in 3 → 2 at 370 s, seven seconds before a spike of
+    2 560 records/s (19 s). By default it waits out the window: 26 s beyond the objective,
+    no reversal. With ``reverse_for_slo`` the scale-up follows at once: a reversal, and the
+    objective kept."""
+    trace = family.generate(41)
+    model = dataclasses.replace(simulator.GENERIC.model, seed=41)
+    figures = {}
+    for reverse in (False, True):
+        base = policy.PolicyConfig(reverse_for_slo=reverse)
+        config = simulator.GENERIC.policy_config(base)
+        strategy = simulator.resolve("rate", config, trace, model)
+        figures[reverse] = simulator.simulate(trace, model, strategy).summary
+    assert (figures[False].slo_violation_s, figures[False].reversals) == (26, 0)
+    assert figures[True].slo_violation_s == 0
+    assert figures[True].reversals >= 1

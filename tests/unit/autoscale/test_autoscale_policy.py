@@ -34,6 +34,8 @@ from streamscale.autoscale.policy import (
     predicted_peak_time_lag,
     reserve_holds,
     riding_count,
+    rising,
+    slo_at_risk,
     surge_holds,
     upper_bound,
     urgent_backlog,
@@ -789,6 +791,7 @@ def configs(draw: st.DrawFn) -> PolicyConfig:
         max_up_factor=draw(st.sampled_from([1.5, 2.0, 4.0])),
         scale_down_max_factor=draw(st.sampled_from([0.3, 0.6, 1.0])),
         lag_threshold=draw(st.sampled_from([1000.0, 10_000.0])),
+        reverse_for_slo=draw(st.booleans()),
     )
 
 
@@ -871,7 +874,9 @@ def test_no_reversal_inside_the_window(config: PolicyConfig, data: st.DataObject
         if decision.direction:
             changes.append((now, decision.direction, decision.reason))
             if decision.reason is Reason.SCALE_UP_URGENT:
-                assert urgent_backlog(config, o)
+                # urgent: the objective broken, or (opt-in) predicted to break as input rises
+                early = config.reverse_for_slo and rising(config, o) and has_backlog(config, o)
+                assert urgent_backlog(config, o) or early
         executors = decision.desired
     for (t1, d1, _), (t2, d2, reason) in itertools.pairwise(changes):
         if d1 != d2 and reason is not Reason.SCALE_UP_URGENT:
@@ -1179,6 +1184,53 @@ def test_a_scale_in_keeps_headroom_for_a_surge_when_asked() -> None:
     assert (plain.desired, plain.reason) == (4, Reason.SCALE_DOWN_IDLE)
     safe, _ = decide(replace(BUDGETED, surge_share=1.0), state, budget_obs(8, 3300, 1.0))
     assert (safe.desired, safe.reason) == (6, Reason.SCALE_DOWN_IDLE)
+
+
+REVERSING = replace(BUDGETED, reverse_for_slo=True)
+
+
+@pytest.mark.parametrize(
+    ("config", "observation", "at_risk"),
+    [
+        # 2 executors carry 1 905/s; 20 000 records and 12 s behind
+        (BUDGETED, budget_obs(2, 1500, 12.0, 20_000, recent_input_rate=3000), False),  # off
+        (REVERSING, budget_obs(2, 1500, 12.0, 20_000, recent_input_rate=3000), True),
+        # the same count and backlog at a steady input: a count that proves short waits
+        (REVERSING, budget_obs(2, 3000, 12.0, 20_000), False),
+        (REVERSING, budget_obs(2, 1500, 2.0, 3000, recent_input_rate=3000), False),  # no backlog
+        (REVERSING, budget_obs(4, 1500, 12.0, 20_000, recent_input_rate=3000), False),  # 4 carry
+        (REVERSING, budget_obs(2, 1500, 12.0, 20_000, recent_input_rate=1800), False),  # 2 carry
+        (
+            replace(REVERSING, kind=PolicyKind.LAG),
+            budget_obs(2, 1500, 12.0, 20_000, recent_input_rate=3000),
+            False,
+        ),
+    ],
+)
+def test_slo_at_risk(config: PolicyConfig, observation: Observation, at_risk: bool) -> None:
+    """Opt-in: a rising input that the running count, kept, would let pass the objective
+    (predicted time lag and a batch cycle: 28.6 + 10.5 s for 2 executors at 3 000/s)."""
+    assert slo_at_risk(config, observation, HALF_S) is at_risk
+
+
+def test_a_surge_after_a_scale_in_reverses_it_when_asked() -> None:
+    """Two executors, 30 s after a scale-down, the input doubling (3 000/s against 1 500/s
+    over 30 s), 12 s behind: by default the scale-up waits for the window (the time lag is
+    under the objective yet); with ``reverse_for_slo`` it is made at once, urgent."""
+    state = PolicyState(
+        last_change_s=NOW - 30,
+        last_direction=-1,
+        stable_since_s=NOW - 30,
+        running=2,
+        capacity=HALF_S,
+    )
+    surge = budget_obs(2, 1500, 12.0, 20_000, recent_input_rate=3000)
+    held, _ = decide(BUDGETED, state, surge)
+    assert (held.desired, held.reason) == (2, Reason.HOLD_REVERSAL)
+    met, _ = decide(REVERSING, state, surge)
+    assert (met.desired, met.reason) == (3, Reason.SCALE_UP_URGENT)
+    steady, _ = decide(REVERSING, state, budget_obs(2, 3000, 12.0, 20_000))
+    assert steady.reason is Reason.HOLD_REVERSAL
 
 
 # The stateful trace's cluster at its third surge: 4 500/s after 1 500/s, a whole state that

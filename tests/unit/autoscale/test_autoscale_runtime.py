@@ -30,6 +30,12 @@ def test_surge_share_reaches_the_policy_and_is_validated() -> None:
         AutoscaleOptions(surge_share=-0.1)
 
 
+def test_reverse_for_slo_reaches_the_policy() -> None:
+    """Off unless set; what a user sets is what the policy decides with."""
+    assert AutoscaleOptions().policy_config().reverse_for_slo is False
+    assert AutoscaleOptions(reverse_for_slo=True).policy_config().reverse_for_slo is True
+
+
 def test_run_autoscale_is_refused_in_local_mode_before_spark_starts() -> None:
     from typer.testing import CliRunner
 
