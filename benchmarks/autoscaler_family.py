@@ -8,6 +8,8 @@ Run: ``.venv/bin/python benchmarks/autoscaler_family.py`` (the 100 evaluation se
 keeps the count that rides out a surge of half the input until a scale-up could follow it);
 ``--reverse-for-slo`` with ``PolicyConfig.reverse_for_slo`` (a scale-up may reverse a recent
 scale-down as soon as a rising input is predicted to break the objective).
+One seed's run, its actions and their reasons: ``streamscale simulate --trace gen-N --compare
+--actions`` (``--plot gen-N.png`` draws it).
 
 Each seed draws a trace (``family.generate``: base load with noise, daily cycles, ramps, flash
 sales, spikes, input outages) and runs it on the generic cluster (1..8 executors) with the

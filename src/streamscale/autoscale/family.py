@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -299,3 +300,10 @@ def render(recipe: Recipe) -> Trace:
 def generate(seed: int, duration_s: int | None = None) -> Trace:
     """The trace of ``seed`` (:func:`draw`, then :func:`render`)."""
     return render(draw(seed, duration_s))
+
+
+def seed_of(name: str) -> int | None:
+    """The seed a generated trace's name (``gen-41``, as :func:`render` names it) stands
+    for; None for any other name."""
+    match = re.fullmatch(r"gen-(\d+)", name)
+    return int(match.group(1)) if match else None

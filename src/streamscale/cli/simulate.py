@@ -11,14 +11,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from streamscale.autoscale import policy, simulator, traces
+from streamscale.autoscale import family, policy, simulator, traces
 
 
 def simulate(
     trace: str = typer.Option(
         "step",
         "--trace",
-        help=f"Built-in trace ({', '.join(traces.BUILTIN)}), CSV file, or a real run's "
+        help=f"Built-in trace ({', '.join(traces.BUILTIN)}), gen-N (the generated family's "
+        "seed N, as benchmarks/autoscaler_family.py scores it), CSV file, or a real run's "
         "decisions.jsonl (its input replayed; with --calibrate on the same file: the run "
         "simulated)",
     ),
@@ -87,7 +88,7 @@ def simulate(
     warmup: float | None = typer.Option(None, help="First batch after executors join: extra s"),
     control_interval: int | None = typer.Option(None, help="Seconds between decisions"),
     jitter: float | None = typer.Option(None, help="Per-second throughput spread (±fraction)"),
-    seed: int = typer.Option(0, help="Jitter seed"),
+    seed: int | None = typer.Option(None, help="Jitter seed [0; a generated trace's own seed]"),
     target_time_lag: float | None = typer.Option(
         None, "--slo", "--target-time-lag", help="SLO on time lag (s): scoring and the oracle"
     ),
@@ -101,7 +102,10 @@ def simulate(
     measured.
     """
     try:
-        loaded = traces.load(trace, tail)
+        generated = family.seed_of(trace)
+        loaded = traces.load(trace, tail) if generated is None else family.generate(generated)
+        if seed is None:
+            seed = 0 if generated is None else generated
         scenario = simulator.scenario_for(loaded.name if trace in traces.BUILTIN else "")
         overrides: dict[str, Any] = {
             "executor_rate": executor_rate,

@@ -106,6 +106,16 @@ def test_rate_on_short_generated_traces(seed: int) -> None:
     assert score.ratio("rate") < 1.5, score.description
 
 
+@pytest.mark.parametrize(
+    ("name", "seed"),
+    [("gen-41", 41), ("gen-0", 0), ("gen-", None), ("gen-4a", None), ("step", None)],
+)
+def test_seed_of_a_generated_trace_name(name: str, seed: int | None) -> None:
+    assert family.seed_of(name) == seed
+    if seed is not None:
+        assert family.generate(seed).name == name
+
+
 def test_a_known_oracle_is_not_searched_again() -> None:
     """The oracle's figures, when given, are the score's (they do not depend on the
     policies); ``rate`` and ``lag`` still run."""
