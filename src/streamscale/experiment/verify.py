@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,28 +55,48 @@ class Verification:
         return f"NOT verified ({', '.join(parts)} of {self.checked}): {'; '.join(sample)}"
 
 
-def approved_frames(
-    requests: Iterable[KafkaRecord], approvals: Iterable[KafkaRecord], window_ms: int
-) -> list[tuple[codec.FrameHeader, codec.FrameBody]]:
-    """Frames with a valid header and body and an approval (same header) stamped within
-    ``window_ms``. Undecodable hits are kept here and skipped when sessions are computed:
-    the pipeline dead-letters such a frame once and still counts its good hits."""
-    approved_at: dict[bytes, list[int]] = defaultdict(list)
+def approved_keys(approvals: Iterable[KafkaRecord], window_ms: int) -> set[bytes]:
+    """The keys (frame headers) of ``approvals`` stamped within ``window_ms`` of the header's
+    ``ts``: a frame is approved when its key is one of them (a request's key is its header,
+    byte for byte, so a key that is no header approves no frame and is left out). A set of
+    keys, not the approvals: one pass over the approval topic, whatever its size."""
+    approved: set[bytes] = set()
     for key, value, ts in approvals:
-        if key is not None and value is not None:  # a tombstone is dead-lettered
-            approved_at[key].append(ts)
-    out = []
+        if key is None or value is None or key in approved:  # a tombstone is dead-lettered
+            continue
+        try:
+            header = codec.parse_header(key)
+        except codec.FrameDecodeError:
+            continue
+        if header.ts <= ts <= header.ts + window_ms:
+            approved.add(key)
+    return approved
+
+
+def iter_approved_frames(
+    requests: Iterable[KafkaRecord], approved: Container[bytes]
+) -> Iterator[tuple[codec.FrameHeader, codec.FrameBody]]:
+    """The frames of ``requests`` with a valid header and body whose key is ``approved``
+    (:func:`approved_keys`), one at a time: the demo's reference streams a whole topic
+    through :func:`expected_sessions` without holding it."""
     for key, value, _ in requests:
-        if key is None or value is None:
+        if key is None or value is None or key not in approved:
             continue
         try:
             header = codec.parse_header(key)
             body = codec.parse_body(value)
         except codec.FrameDecodeError:
             continue
-        if any(header.ts <= t <= header.ts + window_ms for t in approved_at.get(key, ())):
-            out.append((header, body))
-    return out
+        yield header, body
+
+
+def approved_frames(
+    requests: Iterable[KafkaRecord], approvals: Iterable[KafkaRecord], window_ms: int
+) -> list[tuple[codec.FrameHeader, codec.FrameBody]]:
+    """Frames with a valid header and body and an approval (same header) stamped within
+    ``window_ms``. Undecodable hits are kept here and skipped when sessions are computed:
+    the pipeline dead-letters such a frame once and still counts its good hits."""
+    return list(iter_approved_frames(requests, approved_keys(approvals, window_ms)))
 
 
 def expected_sessions(
@@ -85,48 +105,54 @@ def expected_sessions(
     exclude_machines: Iterable[str] = (),
 ) -> dict[SessionKey, SessionFigures]:
     """Spark's ``session_window`` per machine: a frame within ``gap_ms`` of the session's
-    newest frame extends it; the window ends ``gap_ms`` after its last frame."""
+    newest frame extends it; the window ends ``gap_ms`` after its last frame.
+
+    Each frame is reduced to its ``(ts, hits, impact)`` as it is read (``frames`` may be a
+    stream: :func:`iter_approved_frames`), so that what is held is three integers a frame."""
     excluded = set(exclude_machines)
-    by_machine: dict[str, list[tuple[int, codec.FrameBody]]] = defaultdict(list)
+    by_machine: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    impacts: dict[str, int | None] = {}  # a hit string recurs: decode each one once
     for header, body in frames:
         if header.machine not in excluded:
-            by_machine[header.machine].append((header.ts, body))
+            by_machine[header.machine].append((header.ts, *_figures(body, impacts)))
     out: dict[SessionKey, SessionFigures] = {}
-    impacts: dict[str, int | None] = {}  # a hit string recurs: decode each one once
     for machine, items in by_machine.items():
-        items.sort(key=lambda item: item[0])
-        session: list[tuple[int, codec.FrameBody]] = []
-        for ts, body in items:
-            if session and ts >= session[-1][0] + gap_ms:
-                out[_key(machine, session, gap_ms)] = _figures(session, impacts)
+        items.sort()  # by ts; the sums do not depend on the order within a ts
+        session: list[tuple[int, int, int]] = []
+        for item in items:
+            if session and item[0] >= session[-1][0] + gap_ms:
+                out[_key(machine, session, gap_ms)] = _sum(session)
                 session = []
-            session.append((ts, body))
+            session.append(item)
         if session:
-            out[_key(machine, session, gap_ms)] = _figures(session, impacts)
+            out[_key(machine, session, gap_ms)] = _sum(session)
     return out
 
 
-def _key(machine: str, session: list[tuple[int, codec.FrameBody]], gap_ms: int) -> SessionKey:
+def _key(machine: str, session: list[tuple[int, int, int]], gap_ms: int) -> SessionKey:
     return (machine, session[0][0], session[-1][0] + gap_ms)
 
 
-def _figures(
-    session: list[tuple[int, codec.FrameBody]], impacts: dict[str, int | None]
-) -> SessionFigures:
+def _sum(session: list[tuple[int, int, int]]) -> SessionFigures:
     """Every approved frame counts (as in the pipeline, even one whose hits are all
-    undecodable: it still extends its session); each decodable hit counts. ``impacts`` holds
-    the impact of each hit string decoded so far (None: undecodable)."""
-    frames = hits = impact = 0
-    for _, body in session:
-        frames += 1
-        for hit in body.hits:
-            if hit not in impacts:
-                impacts[hit] = _impact(hit)
-            value = impacts[hit]
-            if value is not None:
-                hits += 1
-                impact += value
-    return SessionFigures(frames, hits, impact)
+    undecodable: it still extends its session); so does each of its decodable hits."""
+    return SessionFigures(
+        len(session), sum(item[1] for item in session), sum(item[2] for item in session)
+    )
+
+
+def _figures(body: codec.FrameBody, impacts: dict[str, int | None]) -> tuple[int, int]:
+    """The decodable hits of a frame and their total impact; ``impacts`` holds the impact of
+    each hit string decoded so far (None: undecodable)."""
+    hits = impact = 0
+    for hit in body.hits:
+        if hit not in impacts:
+            impacts[hit] = _impact(hit)
+        value = impacts[hit]
+        if value is not None:
+            hits += 1
+            impact += value
+    return hits, impact
 
 
 def _impact(hit: str) -> int | None:

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections import defaultdict
+from collections.abc import Iterator
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streamscale.experiment.verify import (
+    KafkaRecord,
     SessionFigures,
+    SessionKey,
     actual_sessions,
     approved_frames,
+    approved_keys,
     compare_enrichment,
     compare_sessions,
     expected_sessions,
+    iter_approved_frames,
 )
 from streamscale.pipelines import hits as codec
 
@@ -59,6 +69,83 @@ def test_malformed_frames_are_not_expected_and_bad_hits_are_skipped() -> None:
     only_bad = (frame(9)[0], b'{"game":"NeonBrawl","hits":["ZZ"]}', 9)
     frames = approved_frames([mixed, only_bad], [mixed, only_bad], 3000)
     assert expected_sessions(frames, 30_000) == {("123456", 7, 30_009): SessionFigures(2, 1, 100)}
+
+
+def test_approved_keys_skip_tombstones_bad_keys_and_late_stamps() -> None:
+    key, value, _ = frame(1000)
+    late_then_in_time = [(key, value, 5000), (key, value, 2000)]
+    assert approved_keys(late_then_in_time, 3000) == {key}
+    early = [(key, value, 999)]  # before the frame's ts
+    assert approved_keys(early, 3000) == set()
+    assert approved_keys([(key, None, 1000), (b"not json", value, 1000)], 3000) == set()
+
+
+def naive_sessions(
+    requests: list[KafkaRecord], approvals: list[KafkaRecord], window_ms: int, gap_ms: int
+) -> dict[SessionKey, SessionFigures]:
+    """The reference as first written (every approval's stamps kept, frames held whole,
+    sorted by ts, cut at the gap), for the streamed one to be checked against."""
+    stamps: dict[bytes | None, list[int]] = defaultdict(list)
+    for key, value, ts in approvals:
+        if key is not None and value is not None:
+            stamps[key].append(ts)
+    by_machine: dict[str, list[tuple[int, codec.FrameBody]]] = defaultdict(list)
+    for key, value, _ in requests:
+        try:
+            header, body = codec.parse_header(key), codec.parse_body(value)
+        except codec.FrameDecodeError:
+            continue
+        if any(header.ts <= t <= header.ts + window_ms for t in stamps.get(key, ())):
+            by_machine[header.machine].append((header.ts, body))
+    out: dict[SessionKey, SessionFigures] = {}
+    for machine, items in by_machine.items():
+        items.sort(key=lambda item: item[0])
+        cuts = [i for i in range(1, len(items)) if items[i][0] >= items[i - 1][0] + gap_ms]
+        for lo, hi in zip([0, *cuts], [*cuts, len(items)], strict=True):
+            part = items[lo:hi]
+            impacts = []
+            for _, body in part:
+                for hit in body.hits:
+                    with contextlib.suppress(codec.HitDecodeError):
+                        impacts.append(codec.decode_hit(hit).impact)
+            window = (machine, part[0][0], part[-1][0] + gap_ms)
+            out[window] = SessionFigures(len(part), len(impacts), sum(impacts))
+    return out
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["111111", "222222"]),
+            st.integers(0, 15).map(lambda s: s * 10_000),  # 10 s apart: gaps meet the bound
+            st.integers(0, 3),  # hits
+            st.booleans(),  # a spoiled hit
+            st.lists(st.integers(-1, 8).map(lambda d: d * 500), max_size=2),  # stamp - ts
+        ),
+        max_size=40,
+    )
+)
+def test_streamed_reference_is_the_naive_one(
+    frames: list[tuple[str, int, int, bool, list[int]]],
+) -> None:
+    """Streamed once, each topic through a generator (as the demo reads Kafka), the
+    reference gives exactly the sessions of the naive one that holds everything."""
+    requests: list[KafkaRecord] = []
+    approvals: list[KafkaRecord] = []
+    for machine, ts, hits, spoiled, stamps in frames:
+        key, value, _ = frame(ts, machine, hits)
+        if spoiled:
+            value = value.replace(b'"]}', b'","ZZ"]}')
+        requests.append((key, value, ts))
+        approvals += [(key, value, ts + d) for d in stamps]
+
+    def once(records: list[KafkaRecord]) -> Iterator[KafkaRecord]:
+        yield from records
+
+    streamed = expected_sessions(
+        iter_approved_frames(once(requests), approved_keys(once(approvals), 3000)), 30_000
+    )
+    assert streamed == naive_sessions(requests, approvals, 3000, 30_000)
 
 
 def session_record(
