@@ -39,6 +39,28 @@ from streamscale.settings import Settings
 LEAN_JVM = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=96m -XX:MaxMetaspaceSize=256m"
 """JVM options of the demo's driver and executors: less memory than G1's defaults."""
 
+LEAN_STATE = {
+    "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
+    "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "64",
+    "spark.executorEnv.MALLOC_ARENA_MAX": "2",
+    "spark.executorEnv.MALLOC_MMAP_THRESHOLD_": str(4 * 2**20),
+}
+"""Native memory of the demo's executors, outside the JVM's heap: RocksDB's memtables, block
+cache and index blocks shared by all the state stores of an executor within one bound, and
+glibc's malloc arenas (by default 8 a core, each keeping what RocksDB freed) at 2."""
+
+LEAN_DRIVER = "-Xmn32m"
+"""The driver's young generation: its heap holds little, and an eden of a third of the heap
+(SerialGC's default) is all touched, 100 MB resident for nothing."""
+
+LEAN_DAEMON = ("-Xmn24m",)
+"""The standalone Master's and Worker's young generation (they run without the class archive:
+:func:`streamscale.cluster.daemon_env`)."""
+
+BROKER_HEAP = "256m"
+"""Heap of the demo's broker (Kafka's start scripts give 1 GB, the embedded broker 512 MB):
+the demo's topics live in the page cache, not on the heap."""
+
 SENTINEL_MACHINE = "000000"
 """A machine id the generator never draws (ids are 100000-999999): its frame closes sessions."""
 
@@ -263,7 +285,7 @@ def run_demo(options: DemoOptions, *, console: Any = None) -> dict[str, Any]:
     with (
         _terminate_as_interrupt(),
         MemorySampler() as memory,
-        embedded.embedded_broker(data_dir / "broker") as running_broker,
+        embedded.embedded_broker(data_dir / "broker", heap=BROKER_HEAP) as running_broker,
     ):
         with contextlib.ExitStack() as stack:
             outcome = _experiment(options, running_broker, data_dir, began, points, stack, console)
@@ -328,7 +350,14 @@ def _experiment(
     say = _Say(began, console)
     say(f"broker at {running_broker.bootstrap}")
     local = stack.enter_context(
-        cluster.local_cluster(data_dir / "cluster", workers=1, cores=2, memory="3g")
+        cluster.local_cluster(
+            data_dir / "cluster",
+            workers=1,
+            cores=2,
+            memory="3g",
+            daemon_opts=LEAN_DAEMON,
+            class_archive=False,
+        )
     )
     settings = Settings(
         bootstrap_servers=running_broker.bootstrap,
@@ -355,8 +384,9 @@ def _experiment(
             max_executors=options.max_executors, executor_memory=settings.executor_memory
         ),
         # Small JVMs: the whole experiment stays within the memory budget of a laptop.
-        "spark.driver.extraJavaOptions": LEAN_JVM,
+        "spark.driver.extraJavaOptions": f"{LEAN_JVM} {LEAN_DRIVER}",
         "spark.executor.extraJavaOptions": LEAN_JVM,
+        **LEAN_STATE,
     }
     spark = session(
         settings,
@@ -439,8 +469,8 @@ def _experiment(
                 tasks[executor.id] = max(tasks.get(executor.id, 0), executor.total_tasks)
             point = report.point_from_snapshot(snap, now - began, target, running, max_age_s=30)
             points.append(point)
-            if state.done.is_set() and point.total_lag == 0:
-                reference.start()  # the input is complete and the pipeline has caught up
+            if _settled(points, state, options):
+                reference.start()  # input complete, caught up, executors given back
             view.update(point, decisions)
             time.sleep(max(0.0, 1.0 - (time.time() - now)))
     stop_load.set()
@@ -628,8 +658,10 @@ def _closing_frame(
 
 class Reference:
     """The reference output, computed once: in a thread from :meth:`start` (called once the
-    input is complete and the pipeline has caught up, so that it takes the CPU the wait for
-    the scale-in leaves idle rather than the drain's), or at :meth:`result` if never started."""
+    input is complete, the pipeline has caught up and the executors are back at the minimum,
+    so that it takes the CPU the end of the run leaves idle rather than the drain's, and its
+    memory does not add to the scaled-out cluster's: the demo's peak), or at :meth:`result`
+    if never started."""
 
     def __init__(self, compute: Callable[[], tuple[list[str], Any]]) -> None:
         self._compute = compute

@@ -551,10 +551,16 @@ def run_tool(main_class: str, args: Sequence[str], *, timeout_s: float = 120.0) 
 
 @contextmanager
 def embedded_broker(
-    data_dir: Path, port: int | None = None, *, nodes: int = 1, host: str = HOST
+    data_dir: Path,
+    port: int | None = None,
+    *,
+    nodes: int = 1,
+    host: str = HOST,
+    heap: str = HEAP,
 ) -> Iterator[Broker]:
-    """A cluster for the duration of a ``with`` block (tests, the demo, benchmarks)."""
-    running = start(port, data_dir, nodes=nodes, host=host)
+    """A cluster for the duration of a ``with`` block (tests, the demo, benchmarks); ``heap``
+    of each node's JVM (the demo's broker takes less)."""
+    running = start(port, data_dir, nodes=nodes, host=host, heap=heap)
     try:
         yield running
     finally:
