@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from streamscale import cluster
+from streamscale import class_archives, cluster
 from streamscale.cli.main import app
 
 SPARK_CLASS = Path("/opt/spark/bin/spark-class")
@@ -73,6 +73,20 @@ def test_daemon_env_keeps_everything_in_data_dir(tmp_path: Path) -> None:
     assert env["SPARK_WORKER_DIR"].startswith(str(tmp_path.resolve()))
     assert env["PYSPARK_PYTHON"] == sys.executable
     assert "spark.master.rest.enabled=false" in env["SPARK_MASTER_OPTS"]
+
+
+def test_daemon_env_maps_the_class_archive_unless_told_not_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo's daemons run without the archive (relocated, all of it stays resident)."""
+    archive = ["-XX:SharedArchiveFile=/x/spark.jsa", "-Xlog:cds*=off"]
+    monkeypatch.setattr(class_archives, "use_options", lambda name: archive)
+    with_archive = cluster.daemon_env(tmp_path, Path("/opt/spark"))["SPARK_DAEMON_JAVA_OPTS"]
+    assert archive[0] in with_archive.split()
+    without = cluster.daemon_env(
+        tmp_path, Path("/opt/spark"), daemon_opts=["-Xmn24m"], class_archive=False
+    )
+    assert without["SPARK_DAEMON_JAVA_OPTS"].split() == [*cluster.QUICK_JVM.split(), "-Xmn24m"]
 
 
 def test_app_conf_caps_cores_and_turns_dynamic_allocation_off() -> None:
