@@ -18,9 +18,11 @@ Printed per size: steady records/s (records over the batches' trigger time, the 
 batch left out), the median batch's trigger time and its parts outside ``addBatch`` (what the
 driver does per batch: planning, offsets, commits), state bytes written per steady batch
 (growth of the checkpoint's ``state/`` directory), the restart to the first batch, and the
-peak resident memory of the Spark JVM (driver and executors: local mode) and of the Python
-workers (this run's processes only), and the CPU per record over the steady batches (this
-run's process tree: broker, Spark JVM, Python workers, this process). Every session the fill
+peak resident memory of the Spark JVM (driver and executors: local mode; sampled, each address
+space once, and its ``VmHWM``, the kernel's high-water mark over the JVM's life, which spans
+the sizes run before in the same process) and of the Python workers (this run's processes
+only), and the CPU per record over the steady batches (this run's process tree: broker, Spark
+JVM, Python workers, this process). Every session the fill
 and steady phases close is checked to be none: the output topic must stay empty (no session
 ends before the watermark). So there is no output to time: no latency is measured.
 
@@ -274,6 +276,9 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             written = state_bytes(checkpoint) - before
         finally:
             jvm_mb, workers_mb = rss.stop(), workers.stop()
+            # The kernel's high-water mark, nothing missed between samples: the cross-check of
+            # the sampled peak (over the JVM's life: PySpark keeps one JVM for every size).
+            jvm_hwm_mb = cpu_use.hwm_mb(["spark jvm"], root=os.getpid())
             stop_session(spark)
         batches = [p for p in query.recentProgress if p.numInputRows]
         steady_batches = batches[1:]
@@ -302,6 +307,7 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             "restart_s": restart_s,
             "fill_s": fill_s,
             "jvm_mb": jvm_mb,
+            "jvm_hwm_mb": jvm_hwm_mb,
             "workers_mb": workers_mb,
             "batches": len(steady_batches),
             "cpu_us": sum(cpu_spent.values()) / max(cpu_records, 1) * 1e6,
@@ -309,8 +315,9 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
         print(
             "  steady: {records_per_s:,.0f} records/s, batch {batch_s:.2f} s (driver outside "
             "addBatch {driver_s:.2f} s), state written {state_mb_per_batch:.1f} MB/batch, "
-            "restart to first batch {restart_s:.1f} s, peak RSS Spark JVM {jvm_mb:,.0f} MB, "
-            "Python workers {workers_mb:,.0f} MB ({batches} batches)".format(**figures),
+            "restart to first batch {restart_s:.1f} s, peak RSS Spark JVM {jvm_mb:,.0f} MB "
+            "(its VmHWM over its life {jvm_hwm_mb:,.0f} MB), Python workers {workers_mb:,.0f} MB "
+            "({batches} batches)".format(**figures),
             flush=True,
         )
         if args.kstreams:
