@@ -45,13 +45,16 @@ LEAN_STATE = {
     "spark.executorEnv.MALLOC_ARENA_MAX": "2",
     "spark.executorEnv.MALLOC_MMAP_THRESHOLD_": str(4 * 2**20),
 }
-"""Native memory of the demo's executors, outside the JVM's heap: RocksDB's memtables, block
-cache and index blocks shared by all the state stores of an executor within one bound, and
-glibc's malloc arenas (by default 8 a core, each keeping what RocksDB freed) at 2."""
+"""Native memory of the demo's executors, which the JVM does not track (about 500 MB of an
+executor's 1.2 GB before, docs/benchmarks.md): RocksDB's memtables, block cache and index
+blocks shared by all the state stores of an executor within one bound; glibc's malloc arenas
+(by default 8 a core, each keeping what was freed in it) at 2, and blocks of 4 MB or more
+mapped on their own, so that freeing one gives it back (the session state's rows of ~10 MB
+are read and rewritten every batch)."""
 
 LEAN_DRIVER = "-Xmn32m"
-"""The driver's young generation: its heap holds little, and an eden of a third of the heap
-(SerialGC's default) is all touched, 100 MB resident for nothing."""
+"""The driver's young generation: its heap holds little (under 100 MB), and an eden of a third
+of the heap (SerialGC's default, 113 MB) is all touched between two collections."""
 
 LEAN_DAEMON = ("-Xmn24m",)
 """The standalone Master's and Worker's young generation (they run without the class archive:
