@@ -56,6 +56,12 @@ LEAN_DRIVER = "-Xmn32m"
 """The driver's young generation: its heap holds little (under 100 MB), and an eden of a third
 of the heap (SerialGC's default, 113 MB) is all touched between two collections."""
 
+LEAN_EXECUTOR = "-Xmn48m"
+"""The executors' young generation: their old generation holds the state's 200-280 MB, and
+SerialGC's default eden (a third of the 512 MB heap) is all touched between two collections:
+48 MB kept the demo's peak 90-200 MB lower (3,749 and 3,782 MB against 3,874-3,954,
+docs/benchmarks.md)."""
+
 LEAN_DAEMON = ("-Xmn24m",)
 """The standalone Master's and Worker's young generation (they run without the class archive:
 :func:`streamscale.cluster.daemon_env`)."""
@@ -388,7 +394,7 @@ def _experiment(
         ),
         # Small JVMs: the whole experiment stays within the memory budget of a laptop.
         "spark.driver.extraJavaOptions": f"{LEAN_JVM} {LEAN_DRIVER}",
-        "spark.executor.extraJavaOptions": LEAN_JVM,
+        "spark.executor.extraJavaOptions": f"{LEAN_JVM} {LEAN_EXECUTOR}",
         **LEAN_STATE,
     }
     spark = session(
