@@ -8,6 +8,13 @@ Run: ``.venv/bin/python benchmarks/autoscaler_family.py`` (the 100 evaluation se
 keeps the count that rides out a surge of half the input until a scale-up could follow it);
 ``--reverse-for-slo`` with ``PolicyConfig.reverse_for_slo`` (a scale-up may reverse a recent
 scale-down as soon as a rising input is predicted to break the objective).
+``--scenario stateful`` runs the same traces on the ``stateful`` trace's cluster
+(``simulator.STATEFUL``: 250 bytes of state per record, reloaded at 25 MB/s when it moves), so
+that a change for stateful queries is scored on traces it was not tuned on either.
+``--late-oracle`` also runs the oracle's plan one decision late (``Plan.delayed``: the same
+foresight, each change made one control interval after the oracle's) and counts the seeds
+where that breaks the objective: how much of the oracle's clean record is foresight that no
+policy deciding from what it has seen can have. It computes every oracle plan (no cache).
 One seed's run, its actions and their reasons: ``streamscale simulate --trace gen-N --compare
 --actions`` (``--plot gen-N.png`` draws it).
 
@@ -129,13 +136,13 @@ def report(scores: Sequence[simulator.FamilyScore], per_seed: bool) -> bool:
     return all(ok for _, ok in checks)
 
 
-def oracle_fingerprint(duration_s: int | None) -> str:
+def oracle_fingerprint(duration_s: int | None, scenario: simulator.Scenario) -> str:
     """What the oracle's figures depend on: the code of the simulator, the family, the traces,
-    the capacity model and the scale cost, the generic scenario, and the trace length."""
+    the capacity model and the scale cost, the scenario, and the trace length."""
     digest = hashlib.sha256()
     for module in (simulator, family, traces, capacity, scale_cost):
         digest.update(Path(str(module.__file__)).read_bytes())
-    digest.update(repr((simulator.GENERIC, duration_s)).encode())
+    digest.update(repr((scenario, duration_s)).encode())
     return digest.hexdigest()[:16]
 
 
@@ -157,10 +164,43 @@ def save_oracles(path: Path, fingerprint: str, oracles: dict[int, simulator.Summ
 def _score(
     seed: int,
     duration_s: int | None,
+    scenario: simulator.Scenario,
     base: policy.PolicyConfig,
     oracle: simulator.Summary | None,
-) -> simulator.FamilyScore:
-    return simulator.score_seed(seed, duration_s, base=base, oracle_summary=oracle)
+    late: bool,
+) -> tuple[simulator.FamilyScore, simulator.Summary | None]:
+    late_summary = None
+    if late:
+        trace = family.generate(seed, duration_s)
+        model = dataclasses.replace(scenario.model, seed=seed)
+        config = scenario.policy_config(base)
+        plan = simulator.oracle(trace, model, config.min_executors, config.max_executors)
+        oracle = simulator.simulate(trace, model, plan).summary
+        late_summary = simulator.simulate(trace, model, plan.delayed()).summary
+    score = simulator.score_seed(seed, duration_s, scenario, base=base, oracle_summary=oracle)
+    return score, late_summary
+
+
+def report_late(scores: Sequence[simulator.FamilyScore], late: Sequence[simulator.Summary]) -> None:
+    """How often the oracle's plan, one decision late, breaks the objective where on time it
+    does not; and on how many of those seeds ``rate`` breaks it too."""
+    clean = [(s, x) for s, x in zip(scores, late, strict=True) if s.oracle.slo_violation_s == 0]
+    broken = [s.seed for s, x in clean if x.slo_violation_s > 0]
+    rate = [s.seed for s, _ in clean if s.rate.slo_violation_s > 0]
+    both = sorted(set(broken) & set(rate))
+    ratios = [
+        x.executor_seconds / s.oracle.executor_seconds
+        for s, x in clean
+        if s.oracle.executor_seconds
+    ]
+    print(
+        f"\nThe oracle's plan one decision late breaks the objective on {len(broken)} of the "
+        f"{len(clean)} seeds the oracle keeps it on (their violation s: "
+        f"{sum(x.slo_violation_s for s, x in clean if x.slo_violation_s > 0)}; executor-s "
+        f"×oracle median {statistics.median(ratios) if ratios else 1.0:.3f}); `rate` breaks it "
+        f"on {len(rate)} of them, {len(both)} of which also one decision late "
+        f"({both or 'none'})."
+    )
 
 
 def main() -> int:
@@ -182,9 +222,21 @@ def main() -> int:
         help="rate's reverse_for_slo: the objective before the no-reversal rule",
     )
     parser.add_argument(
+        "--scenario",
+        choices=["generic", *sorted(simulator.SCENARIOS)],
+        default="generic",
+        help="the cluster the traces run on (stateful: the stateful trace's state and reload)",
+    )
+    parser.add_argument(
         "--oracle-cache",
-        default=".streamscale/family-oracle.json",
-        help="file keeping the oracle's figures ('none': computed every run)",
+        default=None,
+        help="file keeping the oracle's figures ('none': computed every run; default "
+        ".streamscale/family-oracle.json, family-oracle-stateful.json for --scenario stateful)",
+    )
+    parser.add_argument(
+        "--late-oracle",
+        action="store_true",
+        help="also run the oracle's plan one decision late (computes every oracle plan)",
     )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
     args = parser.parse_args()
@@ -193,18 +245,30 @@ def main() -> int:
     else:
         seeds = args.seeds or list(family.EVALUATION_SEEDS)
     base = policy.PolicyConfig(surge_share=args.surge_share, reverse_for_slo=args.reverse_for_slo)
-    cache = None if args.oracle_cache == "none" else Path(args.oracle_cache)
-    fingerprint = oracle_fingerprint(args.duration)
+    scenario = simulator.scenario_named(args.scenario)
+    suffix = "" if args.scenario == "generic" else f"-{args.scenario}"
+    kept_in = args.oracle_cache or f".streamscale/family-oracle{suffix}.json"
+    cache = None if kept_in == "none" else Path(kept_in)
+    fingerprint = oracle_fingerprint(args.duration, scenario)
     oracles = load_oracles(cache, fingerprint)
     started = time.perf_counter()
-    score = partial(_score, duration_s=args.duration, base=base)
+    score = partial(_score, duration_s=args.duration, scenario=scenario, base=base)
     with ProcessPoolExecutor(max(1, args.jobs)) as pool:
-        futures = [pool.submit(score, seed, oracle=oracles.get(seed)) for seed in seeds]
-        scores = [f.result() for f in futures]
+        futures = [
+            pool.submit(score, seed, oracle=oracles.get(seed), late=args.late_oracle)
+            for seed in seeds
+        ]
+        results = [f.result() for f in futures]
+    scores = [s for s, _ in results]
     if cache is not None:
         save_oracles(cache, fingerprint, {**oracles, **{s.seed: s.oracle for s in scores}})
-    print(f"`rate` with surge_share {args.surge_share}, reverse_for_slo {args.reverse_for_slo}\n")
+    print(
+        f"`rate` with surge_share {args.surge_share}, reverse_for_slo {args.reverse_for_slo}, "
+        f"on the {args.scenario} cluster\n"
+    )
     ok = report(scores, args.per_seed)
+    if args.late_oracle:
+        report_late(scores, [x for _, x in results if x is not None])
     kept = sum(1 for seed in seeds if seed in oracles)
     print(
         f"\n({time.perf_counter() - started:.0f} s; oracle figures kept from earlier runs: {kept})"

@@ -20,7 +20,8 @@ The model, as Spark Structured Streaming runs a query with a processing-time tri
   first batch pays ``warmup_s`` more (their Python workers start, caches are cold);
 - every ``control_interval_s`` the strategy sees an :class:`~streamscale.autoscale.policy.
   Observation` as the production controller builds it (average input and processed rates
-  over the last ``rate_window_s``, the input over the last ``recent_window_s``, the last
+  over the last ``rate_window_s``, the input over the last ``recent_window_s`` or, just after
+  a step up, ``latest_window_s`` (:func:`~streamscale.lag.model.step_rate`), the last
   ``batch_history`` batches with their start times, records lag split evenly over
   partitions, time lag) and answers with an executor count — the production
   policy code, :func:`policy.decide`;
@@ -71,6 +72,7 @@ from streamscale.autoscale.capacity import BatchSample, Capacity, CapacityMethod
 from streamscale.autoscale.scale_cost import pause_for, reload_estimate
 from streamscale.autoscale.traces import Trace, from_decision_log
 from streamscale.errors import ConfigError
+from streamscale.lag.model import step_rate
 
 _EPS = 1e-6
 _MIN_BATCH_S = 0.01
@@ -117,6 +119,9 @@ class ClusterModel:
     ``rate_window_s``: a controller sees a 30 s average, not the last interval)."""
     recent_window_s: int = 10
     """Seconds of the recent input rate (the lag tracker's ``recent_window_s``)."""
+    latest_window_s: int = 5
+    """Seconds of the shorter window that catches a step up sooner (the lag tracker's
+    ``latest_window_s``)."""
     metrics_age_s: float = 1.0
     batch_history: int = 64
     """Recent batches the strategy sees (the lag tracker keeps 64)."""
@@ -137,9 +142,11 @@ class ClusterModel:
         if self.executor_rate <= 0 or self.partitions < 1 or self.splits_per_partition < 1:
             raise ConfigError("executor_rate > 0, partitions >= 1, splits >= 1 required")
         counts = (self.executor_cores, self.control_interval_s)
-        if min(*counts, self.rate_window_s, self.recent_window_s) < 1:
+        windows = (self.rate_window_s, self.recent_window_s, self.latest_window_s)
+        if min(*counts, *windows) < 1:
             raise ConfigError(
-                "executor_cores, control_interval_s, rate_window_s and recent_window_s must be >= 1"
+                "executor_cores, control_interval_s, rate_window_s, recent_window_s and "
+                "latest_window_s must be >= 1"
             )
         if min(self.start_delay_s, self.stop_delay_s, self.rescale_pause_s) < 0:
             raise ConfigError("delays must be >= 0")
@@ -212,6 +219,19 @@ class Plan:
 
     executors: tuple[int, ...]
     name: str = "oracle"
+
+    def delayed(self, ticks: int = 1) -> Plan:
+        """This plan with every change made ``ticks`` control intervals later (the first
+        count held meanwhile): the oracle's plan run by a policy that foresees the input as
+        the oracle does but acts that many decisions after it. How often it breaks the
+        objective shows how much of the oracle's margin is foresight."""
+        if ticks < 0:
+            raise ConfigError(f"a plan is delayed by 0 ticks or more, not {ticks}")
+        if not self.executors or ticks == 0:
+            return self
+        kept = min(ticks, len(self.executors))
+        late = (self.executors[0],) * kept + self.executors[: len(self.executors) - kept]
+        return Plan(late, f"{self.name} {ticks} late")
 
 
 Strategy = policy.PolicyConfig | Fixed | Plan
@@ -397,6 +417,7 @@ class _Cluster:
         model = self.model
         window = model.rate_window_s
         recent = self.inputs[-model.recent_window_s :]
+        latest = self.inputs[-model.latest_window_s :]
         inputs = self.inputs[-window:]
         outputs = self.outputs[-window:]
         total = round(self.lag)
@@ -411,7 +432,9 @@ class _Cluster:
             splits_per_partition=model.splits_per_partition,
             partition_lag=lags,
             input_rate=sum(inputs) / len(inputs) if inputs else 0.0,
-            recent_input_rate=sum(recent) / len(recent) if recent else None,
+            recent_input_rate=(
+                step_rate(sum(recent) / len(recent), sum(latest) / len(latest)) if recent else None
+            ),
             processed_rate=sum(outputs) / len(outputs) if outputs else 0.0,
             batches=tuple(self.batches[-model.batch_history :]),
             metrics_age_s=None if outage or not inputs else model.metrics_age_s,
@@ -932,6 +955,17 @@ SCENARIOS: dict[str, Scenario] = {"demo": DEMO, "stateful": STATEFUL}
 def scenario_for(trace_name: str) -> Scenario:
     """The built-in scenario of a trace (:data:`GENERIC` for those without one)."""
     return SCENARIOS.get(trace_name, GENERIC)
+
+
+def scenario_named(name: str) -> Scenario:
+    """A cluster by name: ``generic`` (:data:`GENERIC`) or a key of :data:`SCENARIOS`; any
+    trace runs on any of them (``stateful``: the same input, with state that moves)."""
+    if name == "generic":
+        return GENERIC
+    if name not in SCENARIOS:
+        known = ", ".join(["generic", *sorted(SCENARIOS)])
+        raise ConfigError(f"{name}: unknown scenario ({known})")
+    return SCENARIOS[name]
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,12 @@ def simulate(
     ),
     plot: Path | None = typer.Option(None, "--plot", help="Write a PNG of the time series"),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per policy and line"),
+    scenario_name: str | None = typer.Option(
+        None,
+        "--scenario",
+        help="The cluster: generic, demo or stateful (the same input, with state that moves) "
+        "[the trace's]",
+    ),
     min_executors: int | None = typer.Option(None, help="Policy lower bound [scenario]"),
     max_executors: int | None = typer.Option(None, help="Policy upper bound [scenario]"),
     window: float | None = typer.Option(None, "--window", help="Stabilization window (s)"),
@@ -98,15 +104,19 @@ def simulate(
     """Replay a trace on a simulated micro-batch cluster with the production policy code.
 
     Options marked [scenario] default to the trace's scenario (the demo's cluster for
-    ``--trace demo``, the generic one otherwise); ``--calibrate`` replaces what a real run
-    measured.
+    ``--trace demo``, the stateful one for ``--trace stateful``, the generic one otherwise, or
+    the one ``--scenario`` names); ``--calibrate`` replaces what a real run measured.
     """
     try:
         generated = family.seed_of(trace)
         loaded = traces.load(trace, tail) if generated is None else family.generate(generated)
         if seed is None:
             seed = 0 if generated is None else generated
-        scenario = simulator.scenario_for(loaded.name if trace in traces.BUILTIN else "")
+        scenario = (
+            simulator.scenario_for(loaded.name if trace in traces.BUILTIN else "")
+            if scenario_name is None
+            else simulator.scenario_named(scenario_name)
+        )
         overrides: dict[str, Any] = {
             "executor_rate": executor_rate,
             "fixed_cost_s": fixed_cost,

@@ -13,6 +13,7 @@ import pytest
 from streamscale.autoscale import policy, simulator
 from streamscale.autoscale.capacity import CapacityMethod
 from streamscale.autoscale.traces import Trace, demo, step
+from streamscale.errors import ConfigError
 
 MODEL = simulator.GENERIC.model
 RATE = simulator.GENERIC.policy_config()
@@ -121,6 +122,58 @@ def test_start_delay_rescale_pause_and_warm_up() -> None:
     # billed: 1 × 60 s plus the second from its request (t=10) on
     assert result.summary.executor_seconds == 60 + 50
     assert result.summary.actions == 1
+
+
+@pytest.mark.parametrize(
+    ("plan", "ticks", "late"),
+    [
+        ((1, 2, 3, 1), 1, (1, 1, 2, 3)),
+        ((1, 2, 3, 1), 2, (1, 1, 1, 2)),
+        ((1, 2, 3, 1), 0, (1, 2, 3, 1)),
+        ((4, 2), 5, (4, 4)),
+        ((), 1, ()),
+    ],
+)
+def test_a_delayed_plan_makes_each_change_later(
+    plan: tuple[int, ...], ticks: int, late: tuple[int, ...]
+) -> None:
+    assert simulator.Plan(plan).delayed(ticks).executors == late
+
+
+def test_a_plan_is_not_delayed_into_the_past() -> None:
+    with pytest.raises(ConfigError, match="0 ticks or more"):
+        simulator.Plan((1, 2)).delayed(-1)
+
+
+def test_the_oracle_one_decision_late_loses_its_foresight() -> None:
+    # 79 % of one executor, then a step to 2.5 times that: the oracle adds the second
+    # executor at the decision before the step; one decision late, the step comes first
+    trace = flat(790, 400, then=1960, at=151)
+    plan = simulator.oracle(trace, EXACT, 1, 8)
+    on_time = simulator.simulate(trace, EXACT, plan).summary
+    late = simulator.simulate(trace, EXACT, plan.delayed()).summary
+    assert on_time.slo_violation_s == 0
+    assert late.slo_violation_s > 0
+
+
+def test_the_observation_sizes_a_step_from_the_latest_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a step from 1 000 to 3 000 records/s at 95 s: the decision at 100 s sees it whole
+    seen: dict[float, policy.Observation] = {}
+    decide = policy.decide
+
+    def record(
+        config: policy.PolicyConfig, state: policy.PolicyState, obs: policy.Observation
+    ) -> tuple[policy.Decision, policy.PolicyState]:
+        seen[obs.now_s] = obs
+        return decide(config, state, obs)
+
+    monkeypatch.setattr(policy, "decide", record)
+    simulator.simulate(flat(1000, 120, then=3000, at=95), EXACT, RATE)
+    assert seen[90.0].recent_input_rate == pytest.approx(1000)
+    assert seen[100.0].recent_input_rate == pytest.approx(3000)  # the 10 s average: 2 000
+    assert seen[100.0].input_rate < 2000
 
 
 def test_a_kill_delays_the_running_batch() -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from streamscale.autoscale import family, simulator
 from streamscale.cli.main import app
 
 KEYS = {
@@ -101,6 +103,7 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
         ["--target-utilization", "0"],
         ["--calibrate", str(bad)],
         ["--calibrate", str(tmp_path / "missing.jsonl")],
+        ["--scenario", "nope"],
     ):
         result = runner.invoke(app, ["simulate", *args])
         assert result.exit_code == 2, args
@@ -119,3 +122,21 @@ def test_a_generated_trace_by_its_seed() -> None:
         runs[bool(extra)] = json.loads(result.stdout)
     assert (runs[False]["slo_violation_s"], runs[False]["reversals"]) == (26, 0)
     assert (runs[True]["slo_violation_s"], runs[True]["reversals"]) == (0, 1)
+
+
+def test_a_generated_trace_on_the_stateful_cluster() -> None:
+    """``--scenario stateful`` runs the same input with state that moves, as
+    ``benchmarks/autoscaler_family.py --scenario stateful`` scores it: the same policy
+    pays for its changes in reloads there."""
+    runs = {}
+    for name in ("generic", "stateful"):
+        result = runner.invoke(app, ["simulate", "--trace", "gen-41", "--scenario", name, "--json"])
+        assert result.exit_code == 0, result.output
+        runs[name] = json.loads(result.stdout)
+    cluster = simulator.STATEFUL
+    trace, model = family.generate(41), replace(cluster.model, seed=41)
+    config = cluster.policy_config()
+    rate = simulator.simulate(trace, model, config).summary
+    assert runs["stateful"]["executor_seconds"] == rate.executor_seconds
+    assert runs["stateful"]["slo_violation_s"] == rate.slo_violation_s
+    assert runs["stateful"] != runs["generic"]

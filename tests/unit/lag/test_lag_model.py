@@ -20,6 +20,7 @@ from streamscale.lag.model import (
     merge_offsets,
     offset_time,
     records_lag,
+    step_rate,
     time_lag_seconds,
     value_at,
 )
@@ -285,6 +286,50 @@ def test_tracker_recent_input_rate_shows_a_step_before_the_long_average() -> Non
     assert snap is not None
     assert snap.recent_input_rate == pytest.approx(1_000.0)
     assert snap.input_rate == pytest.approx((12_000 - 0) / 30)
+
+
+@pytest.mark.parametrize(
+    ("recent", "latest", "rate"),
+    [
+        (2_000.0, 3_000.0, 3_000.0),  # a step up five seconds ago: the latest window
+        (1_000.0, 1_050.0, 1_000.0),  # noise: the recent window
+        (1_000.0, 1_100.0, 1_000.0),  # a lead of exactly 10 % is not yet a step
+        (1_000.0, 500.0, 1_000.0),  # a fall is not taken early
+        (0.0, 200.0, 200.0),  # input after silence
+        (0.0, 0.0, 0.0),
+    ],
+)
+def test_step_rate(recent: float, latest: float, rate: float) -> None:
+    assert step_rate(recent, latest) == rate
+
+
+@given(
+    st.floats(min_value=0, max_value=1e7, allow_nan=False),
+    st.floats(min_value=0, max_value=1e7, allow_nan=False),
+)
+def test_step_rate_is_one_of_the_two_and_never_below_the_recent(
+    recent: float, latest: float
+) -> None:
+    rate = step_rate(recent, latest)
+    assert rate in (recent, latest)
+    assert rate >= recent
+
+
+def test_tracker_recent_input_rate_takes_a_step_from_the_latest_window() -> None:
+    tracker = LagTracker(rate_window_s=30.0, recent_window_s=10.0, latest_window_s=5.0)
+    for t in range(0, 31):  # 1 000 records/s, then 3 000 from 25 s
+        end = 1_000 * t if t <= 25 else 25_000 + 3_000 * (t - 25)
+        tracker.ingest(_sample(float(t), {("a", 0): (end, end)}))
+    snap = tracker.snapshot("q", 30.0)
+    assert snap is not None
+    assert snap.recent_input_rate == pytest.approx(3_000.0)  # the 10 s average says 2 000
+    steady = LagTracker(rate_window_s=30.0, recent_window_s=10.0, latest_window_s=5.0)
+    for t in range(0, 31):
+        end = 1_000 * t + (50 if t % 2 else 0)  # noise of 5 %
+        steady.ingest(_sample(float(t), {("a", 0): (end, end)}))
+    quiet = steady.snapshot("q", 30.0)
+    assert quiet is not None
+    assert quiet.recent_input_rate == pytest.approx(1_000.0)
 
 
 def test_tracker_refresh_keeps_signal_fresh_and_forget_drops() -> None:
