@@ -185,22 +185,13 @@ class KafkaAdmin:
 
     # offsets -------------------------------------------------------------------------------
     def _watermarks(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
-        from confluent_kafka import KafkaException
-        from confluent_kafka import TopicPartition as CTP
-
         consumer = self._offsets_consumer()
         out = {}
         for tp in tps:
             try:
-                low, high = consumer.get_watermark_offsets(
-                    CTP(tp.topic, tp.partition), timeout=self.timeout_s, cached=False
-                )
-            except KafkaException as exc:
-                raise KafkaRequestError(
-                    f"cannot read offsets of {tp.topic}-{tp.partition} on {self.servers}: "
-                    f"{exc.args[0].str() if exc.args else exc}"
-                ) from None
-            out[tp] = (int(low), int(high))
+                out[tp] = query_watermarks(consumer, tp.topic, tp.partition, self.timeout_s)
+            except KafkaRequestError as exc:
+                raise KafkaRequestError(f"{exc} (on {self.servers})") from None
         return out
 
     def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
@@ -385,14 +376,18 @@ class KafkaAdmin:
             self.wait_for_topics(report.created)
         return report
 
-    def wait_for_topics(self, names: Sequence[str]) -> None:
-        """Until every topic of ``names`` is in the metadata with a leader for each partition.
+    def wait_for_topics(self, names: Sequence[str]) -> dict[str, int]:
+        """Until every topic of ``names`` is in the metadata with a leader for each partition;
+        their partition counts, as that metadata gives them.
 
         Creation is acknowledged by the controller before every broker's metadata has the
-        topic; a client that produces or lists offsets right away would find it unknown.
+        topic; a client that produces or lists offsets right away would find it unknown. A
+        broker lost or restarted does the same to a topic that exists: until a new leader is
+        elected, the topic shows in the metadata with an error or a partition without one.
         """
         deadline = time.monotonic() + self.timeout_s
         waiting = set(names)
+        ready: dict[str, int] = {}
         while waiting:
             md = self.metadata()
             for name in list(waiting):
@@ -404,14 +399,62 @@ class KafkaAdmin:
                     and all(p.leader >= 0 for p in found.partitions.values())
                 ):
                     waiting.discard(name)
+                    ready[name] = len(found.partitions)
             if not waiting:
-                return
+                return ready
             if time.monotonic() > deadline:
                 raise KafkaRequestError(
                     f"topics {sorted(waiting)} created but without leaders after "
                     f"{self.timeout_s:.0f} s on {self.servers}"
                 )
             time.sleep(0.05)
+        return ready
+
+
+LEADER_CHANGE_CODES = frozenset({5, 6, 9, 74, 75, -195})
+"""librdkafka error codes of a partition whose leader is changing: LEADER_NOT_AVAILABLE,
+NOT_LEADER_FOR_PARTITION, REPLICA_NOT_AVAILABLE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH and
+_TRANSPORT (the old leader's connection dropped). A broker killed or restarted answers with
+them until the controller has elected a new leader and the client has its metadata."""
+
+
+def query_watermarks(
+    consumer: Any,
+    topic: str,
+    partition: int,
+    timeout_s: float,
+    *,
+    clock: Any = time.monotonic,
+    sleep: Any = time.sleep,
+) -> tuple[int, int]:
+    """Low and high watermark of one partition, asked of its leader (``cached=False``).
+
+    A leader change under way (:data:`LEADER_CHANGE_CODES`) is waited out and asked again
+    until ``timeout_s`` has passed: a replicated topic whose leader was lost answers again
+    once a new one is elected, and a reader that gave up at the first answer would stop a
+    pipeline that loses nothing. Any other error, or a leader change outlasting the timeout,
+    raises :class:`KafkaRequestError` with one line."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka import TopicPartition as CTP
+
+    deadline = clock() + timeout_s
+    while True:
+        left = max(0.1, deadline - clock())
+        try:
+            low, high = consumer.get_watermark_offsets(
+                CTP(topic, partition), timeout=left, cached=False
+            )
+            return int(low), int(high)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            code = err.code() if err is not None and hasattr(err, "code") else None
+            reason = err.str() if err is not None and hasattr(err, "str") else str(exc)
+            if code not in LEADER_CHANGE_CODES or clock() >= deadline:
+                raise KafkaRequestError(
+                    f"cannot read offsets of {topic}-{partition}: {reason}"
+                ) from None
+            log.info("offsets of %s-%s: %s; asking again", topic, partition, reason)
+            sleep(min(0.5, max(0.0, deadline - clock())))
 
 
 def _answers(host: str, port: int, timeout_s: float) -> bool:

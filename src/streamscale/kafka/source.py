@@ -35,7 +35,7 @@ from pyspark.sql.types import (
 )
 
 from streamscale.errors import KafkaRequestError
-from streamscale.kafka.admin import KafkaAdmin
+from streamscale.kafka.admin import KafkaAdmin, query_watermarks
 from streamscale.kafka.collector import collector_paused
 from streamscale.kafka.offsets import (
     OffsetError,
@@ -353,7 +353,7 @@ def _read_range(
                         KafkaError._AUTO_OFFSET_RESET,
                         KafkaError.OFFSET_OUT_OF_RANGE,
                     ):
-                        low, _ = consumer.get_watermark_offsets(CTP(topic, pid), cached=False)
+                        low, _ = query_watermarks(consumer, topic, pid, options.poll_timeout_s)
                         _data_loss(
                             options,
                             f"offset out of range on topic {topic} partition {pid}: offsets "

@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from streamscale.errors import ConfigError, KafkaRequestError
-from streamscale.kafka.admin import TopicSpec
+from streamscale.kafka.admin import TopicSpec, query_watermarks
 from streamscale.kafka.client import DeliveryError, producer_config
 from streamscale.kafka.options import MARKER_TOPIC
 
@@ -222,17 +222,14 @@ def ensure_marker_topic(kafka: Mapping[str, Any], topic: str, timeout_s: float =
         return known
     admin = KafkaAdmin(kafka, timeout_s)
     try:
-        spec = marker_topic_spec(topic)
-        topics = admin.topics()
-        if topic not in topics:
+        count = admin.topics().get(topic)
+        if count is None:  # missing, or without a leader while a broker is lost
             try:
-                admin.apply([spec])
+                admin.apply([marker_topic_spec(topic)])
             except KafkaRequestError as exc:  # another task created it first
                 if "already exists" not in str(exc).lower():
                     raise
-            admin.wait_for_topics([topic])
-            topics = admin.topics()
-        count = topics[topic]
+            count = admin.wait_for_topics([topic])[topic]
     finally:
         admin.close()
     _ensured[key] = count
@@ -264,9 +261,7 @@ def read_marker(
     found: int | None = None
     key = transactional_id.encode()
     try:
-        _, high = consumer.get_watermark_offsets(
-            TopicPartition(topic, part), timeout=timeout_s, cached=False
-        )
+        _, high = query_watermarks(consumer, topic, part, timeout_s)
         if high <= 0:
             return None
         consumer.assign([TopicPartition(topic, part, OFFSET_BEGINNING)])
