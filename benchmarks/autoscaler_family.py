@@ -168,23 +168,20 @@ def _score(
     base: policy.PolicyConfig,
     oracle: simulator.Summary | None,
     late: bool,
-) -> tuple[simulator.FamilyScore, simulator.Summary | None]:
-    late_summary = None
-    if late:
-        trace = family.generate(seed, duration_s)
-        model = dataclasses.replace(scenario.model, seed=seed)
-        config = scenario.policy_config(base)
-        plan = simulator.oracle(trace, model, config.min_executors, config.max_executors)
-        oracle = simulator.simulate(trace, model, plan).summary
-        late_summary = simulator.simulate(trace, model, plan.delayed()).summary
-    score = simulator.score_seed(seed, duration_s, scenario, base=base, oracle_summary=oracle)
-    return score, late_summary
+) -> simulator.FamilyScore:
+    return simulator.score_seed(
+        seed, duration_s, scenario, base=base, oracle_summary=oracle, late_oracle=late
+    )
 
 
-def report_late(scores: Sequence[simulator.FamilyScore], late: Sequence[simulator.Summary]) -> None:
+def report_late(scores: Sequence[simulator.FamilyScore]) -> None:
     """How often the oracle's plan, one decision late, breaks the objective where on time it
     does not; and on how many of those seeds ``rate`` breaks it too."""
-    clean = [(s, x) for s, x in zip(scores, late, strict=True) if s.oracle.slo_violation_s == 0]
+    clean = [
+        (s, s.late_oracle)
+        for s in scores
+        if s.late_oracle is not None and s.oracle.slo_violation_s == 0
+    ]
     broken = [s.seed for s, x in clean if x.slo_violation_s > 0]
     rate = [s.seed for s, _ in clean if s.rate.slo_violation_s > 0]
     both = sorted(set(broken) & set(rate))
@@ -196,10 +193,9 @@ def report_late(scores: Sequence[simulator.FamilyScore], late: Sequence[simulato
     print(
         f"\nThe oracle's plan one decision late breaks the objective on {len(broken)} of the "
         f"{len(clean)} seeds the oracle keeps it on (their violation s: "
-        f"{sum(x.slo_violation_s for s, x in clean if x.slo_violation_s > 0)}; executor-s "
-        f"×oracle median {statistics.median(ratios) if ratios else 1.0:.3f}); `rate` breaks it "
-        f"on {len(rate)} of them, {len(both)} of which also one decision late "
-        f"({both or 'none'})."
+        f"{sum(x.slo_violation_s for _, x in clean)}; executor-s ×oracle median "
+        f"{statistics.median(ratios) if ratios else 1.0:.3f}); `rate` breaks it on "
+        f"{len(rate)} of them, {len(both)} of which also one decision late ({both or 'none'})."
     )
 
 
@@ -223,7 +219,7 @@ def main() -> int:
     )
     parser.add_argument(
         "--scenario",
-        choices=["generic", *sorted(simulator.SCENARIOS)],
+        choices=simulator.SCENARIO_NAMES,
         default="generic",
         help="the cluster the traces run on (stateful: the stateful trace's state and reload)",
     )
@@ -258,8 +254,7 @@ def main() -> int:
             pool.submit(score, seed, oracle=oracles.get(seed), late=args.late_oracle)
             for seed in seeds
         ]
-        results = [f.result() for f in futures]
-    scores = [s for s, _ in results]
+        scores = [f.result() for f in futures]
     if cache is not None:
         save_oracles(cache, fingerprint, {**oracles, **{s.seed: s.oracle for s in scores}})
     print(
@@ -268,7 +263,7 @@ def main() -> int:
     )
     ok = report(scores, args.per_seed)
     if args.late_oracle:
-        report_late(scores, [x for _, x in results if x is not None])
+        report_late(scores)
     kept = sum(1 for seed in seeds if seed in oracles)
     print(
         f"\n({time.perf_counter() - started:.0f} s; oracle figures kept from earlier runs: {kept})"

@@ -951,6 +951,9 @@ would pause for 80 s at its largest; a scale-out from 2 to 3 executors moves a t
 
 SCENARIOS: dict[str, Scenario] = {"demo": DEMO, "stateful": STATEFUL}
 
+SCENARIO_NAMES = ("generic", *sorted(SCENARIOS))
+"""Every cluster :func:`scenario_named` knows."""
+
 
 def scenario_for(trace_name: str) -> Scenario:
     """The built-in scenario of a trace (:data:`GENERIC` for those without one)."""
@@ -963,8 +966,7 @@ def scenario_named(name: str) -> Scenario:
     if name == "generic":
         return GENERIC
     if name not in SCENARIOS:
-        known = ", ".join(["generic", *sorted(SCENARIOS)])
-        raise ConfigError(f"{name}: unknown scenario ({known})")
+        raise ConfigError(f"{name}: unknown scenario ({', '.join(SCENARIO_NAMES)})")
     return SCENARIOS[name]
 
 
@@ -1182,6 +1184,8 @@ class FamilyScore:
     rate: Summary
     lag: Summary
     oracle: Summary
+    late_oracle: Summary | None = None
+    """The oracle's plan one decision late (:meth:`Plan.delayed`), when asked for."""
 
     def ratio(self, name: str) -> float:
         """Executor-seconds of ``rate`` or ``lag`` over the oracle's."""
@@ -1202,21 +1206,29 @@ def score_seed(
     scenario: Scenario = GENERIC,
     base: policy.PolicyConfig | None = None,
     oracle_summary: Summary | None = None,
+    *,
+    late_oracle: bool = False,
 ) -> FamilyScore:
     """``rate``, ``lag`` and the oracle on the generated trace of ``seed``
     (:func:`~streamscale.autoscale.family.generate`), in ``scenario`` (the generic cluster by
     default) with the throughput jitter drawn from the same seed. ``oracle_summary``: the
     oracle's figures on that trace and scenario when already known (they do not depend on
-    the policies, and the oracle's search takes most of the time)."""
+    the policies, and the oracle's search takes most of the time). ``late_oracle`` also runs
+    the oracle's plan one decision late (its plan is then searched, known figures or not)."""
     recipe = family.draw(seed, duration_s)
     trace = family.render(recipe)
     model = replace(scenario.model, seed=seed)
     config = scenario.policy_config(base)
     known = {} if oracle_summary is None else {"oracle": oracle_summary}
+    late = None
+    if late_oracle:
+        plan = oracle(trace, model, config.min_executors, config.max_executors)
+        known["oracle"] = simulate(trace, model, plan).summary
+        late = simulate(trace, model, plan.delayed()).summary
     summaries = {
         name: known.get(name) or simulate(trace, model, resolve(name, config, trace, model)).summary
         for name in FAMILY_POLICIES
     }
     return FamilyScore(
-        seed, recipe.describe(), summaries["rate"], summaries["lag"], summaries["oracle"]
+        seed, recipe.describe(), summaries["rate"], summaries["lag"], summaries["oracle"], late
     )

@@ -10,7 +10,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -424,8 +424,8 @@ def query_watermarks(
     partition: int,
     timeout_s: float,
     *,
-    clock: Any = time.monotonic,
-    sleep: Any = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[int, int]:
     """Low and high watermark of one partition, asked of its leader (``cached=False``).
 
@@ -446,9 +446,8 @@ def query_watermarks(
             )
             return int(low), int(high)
         except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            code = err.code() if err is not None and hasattr(err, "code") else None
-            reason = err.str() if err is not None and hasattr(err, "str") else str(exc)
+            err = exc.args[0] if exc.args else None  # a KafkaError
+            code, reason = (None, str(exc)) if err is None else (err.code(), err.str())
             if code not in LEADER_CHANGE_CODES or clock() >= deadline:
                 raise KafkaRequestError(
                     f"cannot read offsets of {topic}-{partition}: {reason}"
