@@ -143,6 +143,14 @@ def test_report_shows_the_state_moving_and_its_cost(
     assert summary["max_scale_pause_s"] is not None
     logged = [c for d in decisions(report) for c in d.get("scale_costs") or ()]
     assert sorted((c["before"], c["after"]) for c in logged) == [(1, 2), (2, 1)], logged
+    # the next change is priced from what was measured: its base pause and the whole state's
+    # reload stay of the order of the pauses measured (a pause of executors starting, priced
+    # whole as state and scaled by the state's growth, once reached 20 times it)
+    largest = max(float(c["pause_s"]) for c in logged)
+    priced = [
+        (d["restart_pause_s"] or 0.0) + (d["state_reload_s"] or 0.0) for d in decisions(report)
+    ]
+    assert max(priced) <= 2 * max(largest, 5.0), (max(priced), largest)
     html = (report / "report.html").read_text()
     assert '<table id="state-moves">' in html and "1 → 2" in html and "2 → 1" in html
     assert "of state copied in" in done.stdout

@@ -38,10 +38,11 @@ from streamscale.autoscale.policy import (
 )
 from streamscale.autoscale.scale_cost import (
     BatchCost,
+    Price,
     ScaleCost,
     ScaleEvent,
     measure,
-    reload_estimate,
+    price,
 )
 from streamscale.errors import ConfigError
 from streamscale.lag.model import QuerySnapshot, state_partitions, state_size
@@ -71,7 +72,7 @@ class SnapshotSource(Protocol):
     def count_decision(self, direction: str, reason: str, n: int = 1) -> None: ...
 
     def set_scale_cost(
-        self, query: str, *, pause_s: float, reloaded: int, priced_s: float
+        self, query: str, *, pause_s: float, reloaded: int, priced_s: float, base_s: float
     ) -> None: ...
 
 
@@ -124,6 +125,10 @@ class DecisionRecord:
     state_reload_s: float | None = None
     """Seconds to reload the whole state this step priced a change with (measured on the
     last changes; a change pauses ``restart_pause_s`` plus this times the share it moves)."""
+    restart_pause_s: float | None = None
+    """The part of a change's pause this step priced that does not grow with the state: the
+    mean of the last changes' measured (:attr:`.scale_cost.ScaleCost.base_s`), the configured
+    one before any."""
     parallelism_bound: str | None = None
     """Which bound held: ``source tasks``, or ``state partitions`` (with the operator's
     name) when a stateful stage has fewer tasks than the source."""
@@ -349,7 +354,8 @@ class Controller:
             measured = self._measure(snapshots, running)
             sizes = [state_size(s.state_operators) for s in snapshots.values() if s is not None]
             self.state_bytes = float(sum(sizes))
-            config = replace(config, state_reload_s=self.state_reload_s)
+            priced = self.price
+            config = replace(config, restart_pause_s=priced.base_s, state_reload_s=priced.reload_s)
             decision, self.state = decide(config, self.state, obs)
             result = self._apply(decision, running)
             if result is not None and result.ok and decision.desired != running:
@@ -368,17 +374,17 @@ class Controller:
         return record
 
     @property
+    def price(self) -> Price:
+        """What the next change is priced with (:func:`~streamscale.autoscale.scale_cost.
+        price`): from the last changes' measured pauses, their state part scaled by the state's
+        growth since each (:attr:`state_bytes`); before any, the configured
+        ``restart_pause_s`` and no reload."""
+        return price(self.costs, self.config.restart_pause_s, self.state_bytes)
+
+    @property
     def state_reload_s(self) -> float:
-        """Seconds to reload the whole state elsewhere, priced into the next change: from the
-        last changes' measured pauses (:func:`~streamscale.autoscale.scale_cost.
-        reload_estimate`), scaled by the state's growth since each (:attr:`state_bytes`), 0
-        before any (the configured ``restart_pause_s`` alone)."""
-        return reload_estimate(
-            [(c.pause_s, c.before, c.after) for c in self.costs],
-            self.config.restart_pause_s,
-            [c.state_bytes for c in self.costs],
-            self.state_bytes,
-        )
+        """Seconds to reload the whole state elsewhere, priced into the next change."""
+        return self.price.reload_s
 
     def _measure(self, snapshots: dict[str, QuerySnapshot | None], running: int) -> list[ScaleCost]:
         """Close the scale events whose following batches have run: their measured costs."""
@@ -518,6 +524,7 @@ class Controller:
             error=None if result is None else result.error,
             batches=tuple(batches),
             state_reload_s=_round(self.state_reload_s),
+            restart_pause_s=_round(self.price.base_s),
             parallelism=obs.parallel_tasks,
             parallelism_bound=self._bound(obs),
         )
@@ -552,8 +559,13 @@ class Controller:
             )
             if self.costs:
                 last = self.costs[-1]
+                priced = self.price
                 self.tracker.set_scale_cost(
-                    name, pause_s=last.pause_s, reloaded=last.reloaded, priced_s=self.state_reload_s
+                    name,
+                    pause_s=last.pause_s,
+                    reloaded=last.reloaded,
+                    priced_s=priced.reload_s,
+                    base_s=priced.base_s,
                 )
         self.tracker.count_decision(record.direction, record.reason)
         if record.outcome != "held":

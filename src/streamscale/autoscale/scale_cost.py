@@ -10,7 +10,9 @@ state partition moved. :func:`measure` adds that excess over the first ``window`
 that started after the change, with the state the stateful operators reloaded meanwhile.
 
 Pure: no Spark, no I/O. The controller opens a :class:`ScaleEvent` when it applies a change,
-and prices the next change from the measured pauses (:func:`reload_estimate`).
+and prices the next change from the measured pauses (:func:`price`): only the part of a pause
+its stateful operators spent loading state grows with the state; the rest (executors joining,
+Python workers starting, tasks rescheduled) is the change's own.
 """
 
 from __future__ import annotations
@@ -71,6 +73,19 @@ class ScaleCost:
     state_bytes: float = 0.0
     """The state's size at the change (:attr:`ScaleEvent.state_bytes`)."""
 
+    @property
+    def state_s(self) -> float:
+        """The part of the pause spent loading state: the stateful operators' measured load
+        time (``rocksdbLoadLatencyMs``, summed over their tasks: a bound of what it added to
+        the batches), at most the pause. Only this part grows with the state."""
+        return min(self.pause_s, self.load_s)
+
+    @property
+    def base_s(self) -> float:
+        """The rest of the pause: executors joining, Python workers and Kafka consumers
+        starting, tasks rescheduled; the same whatever the state's size."""
+        return self.pause_s - self.state_s
+
     def as_dict(self) -> dict[str, float | int]:
         return {
             "time": round(self.time_s, 3),
@@ -121,6 +136,37 @@ def pause_for(base_s: float, reload_s: float, before: int, after: int) -> float:
     """The pause of a change: ``base_s`` (tasks rescheduled, executors joining) plus the
     reload of the state share that moves, ``reload_s`` being the whole state's."""
     return 0.0 if before == after else base_s + reload_s * moved_share(before, after)
+
+
+@dataclass(frozen=True)
+class Price:
+    """What the next change is priced with: a pause of ``base_s`` plus ``reload_s`` times the
+    share of the state it moves (:func:`pause_for`)."""
+
+    base_s: float
+    reload_s: float
+
+
+def price(costs: Sequence[ScaleCost], base_s: float, state_bytes: float = 0.0) -> Price:
+    """The price of the next change from the last three measured ``costs``: their base parts'
+    mean (:attr:`ScaleCost.base_s`; ``base_s``, the configured pause, before any), and the
+    whole state's reload from their state parts (:attr:`ScaleCost.state_s`) over the share
+    each moved, scaled by the state's growth since (:func:`reload_estimate`).
+
+    Split so because a pause mostly made of executors starting says nothing about the state:
+    priced whole as reload and scaled by the state's growth, the demo's first scale-out (7.9 s,
+    of which 0.05 s loading state) priced a whole reload at 83 s once the state had grown
+    14-fold, and at up to 159 s later in the run."""
+    recent = [c for c in costs if c.before != c.after][-3:]
+    if not recent:
+        return Price(base_s, 0.0)
+    reload_s = reload_estimate(
+        [(c.state_s, c.before, c.after) for c in recent],
+        0.0,
+        [c.state_bytes for c in recent],
+        state_bytes,
+    )
+    return Price(sum(c.base_s for c in recent) / len(recent), reload_s)
 
 
 def reload_estimate(

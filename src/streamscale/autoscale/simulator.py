@@ -69,7 +69,7 @@ from typing import Any
 
 from streamscale.autoscale import family, policy
 from streamscale.autoscale.capacity import BatchSample, Capacity, CapacityMethod, fit
-from streamscale.autoscale.scale_cost import pause_for, reload_estimate
+from streamscale.autoscale.scale_cost import ScaleCost, pause_for, reload_estimate
 from streamscale.autoscale.traces import Trace, from_decision_log
 from streamscale.errors import ConfigError
 from streamscale.lag.model import step_rate
@@ -979,10 +979,11 @@ class Calibration:
     control_interval_s: float | None
     start_delay_s: float | None
     """Median time from an applied scale-up to the first record with that many running."""
-    pauses: tuple[tuple[float, int, int], ...] = ()
-    """``(pause s, before, after)`` of every scale event the run's controller measured
-    (``scale_costs``): :meth:`apply` sets the model's whole-state reload time to their mean
-    over the share of the state each moved, above its rescale pause."""
+    pauses: tuple[ScaleCost, ...] = ()
+    """Every scale event the run's controller measured (``scale_costs``): :meth:`apply` sets
+    the model's whole-state reload time to the mean of their state parts (the time their
+    stateful operators spent loading state, :attr:`.scale_cost.ScaleCost.state_s`) over the
+    share of the state each moved, as the controller prices them."""
 
     def apply(self, model: ClusterModel) -> ClusterModel:
         """``model`` with every measured parameter replaced; a ValueError when the log does
@@ -1001,9 +1002,12 @@ class Calibration:
         if self.start_delay_s is not None:
             changes["start_delay_s"] = max(0, round(self.start_delay_s))
         if self.pauses:
-            # every measured event's whole-state reload, above the model's rescale pause
-            base = float(model.rescale_pause_s)
-            estimates = [reload_estimate([p], base) for p in self.pauses if p[1] != p[2]]
+            # every measured event's whole-state reload, from the state it loaded
+            estimates = [
+                reload_estimate([(c.state_s, c.before, c.after)], 0.0)
+                for c in self.pauses
+                if c.before != c.after
+            ]
             if estimates:
                 changes["state_reload_s"] = statistics.mean(estimates)
         return replace(model, **changes)  # type: ignore[arg-type]
@@ -1072,7 +1076,17 @@ def calibrate(records: Sequence[Mapping[str, Any]]) -> Calibration:
                 )
         times = [float(r["time"]) for r in ordered]
         pauses = tuple(
-            (float(c["pause_s"]), int(c["before"]), int(c["after"]))
+            ScaleCost(
+                float(c.get("time", r["time"])),
+                int(c["before"]),
+                int(c["after"]),
+                int(c.get("batches", 0)),
+                float(c["pause_s"]),
+                int(c.get("reloaded", 0)),
+                float(c.get("load_s", 0.0)),
+                int(c.get("bytes_copied", 0)),
+                float(c.get("state_bytes", 0.0)),
+            )
             for r in ordered
             for c in r.get("scale_costs") or ()
         )

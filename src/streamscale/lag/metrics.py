@@ -147,6 +147,12 @@ def _families() -> dict[str, Metric]:
             "Seconds to reload a query's whole state elsewhere, as the autoscaler prices it.",
             ["query"],
         ),
+        (
+            "streamscale_scale_base_pause_seconds",
+            "Pause of a change that does not grow with the state (executors and workers "
+            "starting), as the autoscaler prices it.",
+            ["query"],
+        ),
         ("kafka_consumergroup_group_lag", "Group offset lag of a partition.", KLE),
         (
             "kafka_consumergroup_group_lag_seconds",
@@ -228,10 +234,13 @@ class LagCollector(Collector):
                 add("streamscale_batch_fixed_cost_seconds", [query], fixed_cost)
             if rate is not None:
                 add("streamscale_executor_records_per_second", [query], rate)
-        for query, (pause_s, reloaded, priced_s) in sorted(self.tracker.scale_costs().items()):
+        for query, (pause_s, reloaded, priced_s, base_s) in sorted(
+            self.tracker.scale_costs().items()
+        ):
             add("streamscale_scale_pause_seconds", [query], pause_s)
             add("streamscale_scale_reloaded_partitions", [query], reloaded)
             add("streamscale_state_reload_seconds", [query], priced_s)
+            add("streamscale_scale_base_pause_seconds", [query], base_s)
         decisions = families["streamscale_scaling_decisions"]
         assert isinstance(decisions, CounterMetricFamily)
         for (direction, reason), count in sorted(self.tracker.decisions().items()):

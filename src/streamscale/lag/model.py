@@ -475,7 +475,7 @@ class LagTracker:
         self._executors: dict[str, dict[str, int]] = {}
         self._decisions: dict[tuple[str, str], int] = {}
         self._capacity: dict[str, tuple[float | None, float | None]] = {}
-        self._scale_cost: dict[str, tuple[float, int, float]] = {}
+        self._scale_cost: dict[str, tuple[float, int, float, float]] = {}
 
     # samples ------------------------------------------------------------------------------
     def ingest(self, sample: ProgressSample) -> None:
@@ -628,14 +628,18 @@ class LagTracker:
         with self._lock:
             return dict(self._capacity)
 
-    def set_scale_cost(self, query: str, *, pause_s: float, reloaded: int, priced_s: float) -> None:
+    def set_scale_cost(
+        self, query: str, *, pause_s: float, reloaded: int, priced_s: float, base_s: float
+    ) -> None:
         """Record the autoscaler's last measured scale event of a query: its pause, the state
-        stores it reloaded, and the whole state's reload time the next change is priced with."""
+        stores it reloaded; and what the next change is priced with: the whole state's reload
+        time and the pause that does not grow with the state."""
         with self._lock:
-            self._scale_cost[query] = (pause_s, reloaded, priced_s)
+            self._scale_cost[query] = (pause_s, reloaded, priced_s, base_s)
 
-    def scale_costs(self) -> dict[str, tuple[float, int, float]]:
-        """``{query: (last pause s, state stores reloaded, whole-state reload s priced next)}``."""
+    def scale_costs(self) -> dict[str, tuple[float, int, float, float]]:
+        """``{query: (last pause s, state stores reloaded, whole-state reload s priced next,
+        base pause s priced next)}``."""
         with self._lock:
             return dict(self._scale_cost)
 

@@ -14,10 +14,13 @@ from streamscale.autoscale.controller import Controller
 from streamscale.autoscale.policy import PolicyConfig
 from streamscale.autoscale.scale_cost import (
     BatchCost,
+    Price,
+    ScaleCost,
     ScaleEvent,
     measure,
     moved_share,
     pause_for,
+    price,
     reload_estimate,
 )
 from streamscale.lag.model import (
@@ -131,6 +134,80 @@ def test_a_measured_pause_is_priced_back_exactly(
         assert reload_estimate([(pause, before, after)], base) == pytest.approx(reload_s, abs=1e-6)
 
 
+def cost(
+    pause: float, before: int = 1, after: int = 2, load: float = 0.0, size: float = 0.0
+) -> ScaleCost:
+    return ScaleCost(0.0, before, after, 3, pause, 0, load, 0, size)
+
+
+@pytest.mark.parametrize(
+    ("pause", "load", "state", "base"),
+    [
+        (8.0, 0.0, 0.0, 8.0),  # nothing loaded: the change's own pause
+        (8.0, 3.0, 3.0, 5.0),  # 3 s of it loading state
+        (2.0, 3.0, 2.0, 0.0),  # loads summed over tasks ran in parallel: at most the pause
+        (0.0, 1.0, 0.0, 0.0),
+    ],
+)
+def test_a_pause_splits_into_the_state_loaded_and_the_rest(
+    pause: float, load: float, state: float, base: float
+) -> None:
+    measured = cost(pause, load=load)
+    assert measured.state_s == pytest.approx(state)
+    assert measured.base_s == pytest.approx(base)
+
+
+@pytest.mark.parametrize(
+    ("costs", "state_bytes", "expected"),
+    [
+        ([], 4e8, Price(5.0, 0.0)),  # nothing measured: the configured pause, no reload
+        ([cost(8.0)], 4e8, Price(8.0, 0.0)),  # executors starting, no state loaded
+        ([cost(8.0, load=2.0)], 0.0, Price(6.0, 4.0)),  # 2 s for half the state: 4 s for all
+        ([cost(8.0, load=2.0, size=2e8)], 4e8, Price(6.0, 8.0)),  # the state doubled since
+        ([cost(8.0, size=2e8)], 4e8, Price(8.0, 0.0)),  # ... the base does not grow with it
+        ([cost(8.0, 2, 2, load=2.0)], 0.0, Price(5.0, 0.0)),  # no change of count: not priced
+        (  # the last three
+            [cost(99.0, load=99.0), cost(4.0), cost(6.0, load=1.0), cost(6.0, 2, 1, load=1.0)],
+            0.0,
+            Price(14 / 3, 4 / 3),
+        ),
+        # the demo's first scale-out on the state store (2026-11-26): 7.87 s, 0.047 s of it
+        # loading state at 3.1 MB, priced once the state had grown to 44.8 MB: the whole pause
+        # scaled by that growth priced it at (7.87 - 5) / 0.5 * 14.4 = 83 s
+        ([cost(7.867, load=0.047, size=3_108_686)], 44_810_443, Price(7.82, 1.355)),
+    ],
+)
+def test_the_next_change_is_priced_from_the_last_ones(
+    costs: list[ScaleCost], state_bytes: float, expected: Price
+) -> None:
+    priced = price(costs, 5.0, state_bytes)
+    assert priced.base_s == pytest.approx(expected.base_s, abs=1e-3)
+    assert priced.reload_s == pytest.approx(expected.reload_s, abs=1e-3)
+
+
+@given(
+    st.floats(0, 60),
+    st.floats(0, 600),
+    st.integers(1, 16),
+    st.integers(1, 16),
+    st.floats(1e6, 1e10),
+    st.floats(0.1, 10),
+)
+def test_a_measured_pause_is_priced_back_exactly_at_any_state_size(
+    base: float, reload_s: float, before: int, after: int, size: float, growth: float
+) -> None:
+    """A change whose pause is ``base`` plus the moved share of a whole-state reload of
+    ``reload_s`` (its load time) prices the next at ``base`` plus ``reload_s`` scaled by the
+    state's growth."""
+    if before == after:
+        return
+    load = reload_s * moved_share(before, after)
+    measured = cost(base + load, before, after, load=load, size=size)
+    priced = price([measured], 5.0, size * growth)
+    assert priced.base_s == pytest.approx(base, abs=1e-6)
+    assert priced.reload_s == pytest.approx(reload_s * growth, rel=1e-6, abs=1e-6)
+
+
 class FedController:
     """A controller (1-2 executors, a 5 s base pause) on a query fed by hand: :meth:`feed`
     ingests one batch's progress; ``state_bytes`` is the state's size its stateful operator
@@ -152,11 +229,13 @@ class FedController:
         self.offset = self.batch_id = 0
         self.state_bytes: int | None = None
 
-    def feed(self, busy: float, records: int, lag: int, loaded: int = 0) -> None:
+    def feed(
+        self, busy: float, records: int, lag: int, loaded: int = 0, load_s: float = 0.0
+    ) -> None:
         self.offset += records
         self.batch_id += 1
         self.clock += busy
-        stats = BatchStats(self.batch_id, self.clock, records, busy, busy, loaded)
+        stats = BatchStats(self.batch_id, self.clock, records, busy, busy, loaded, load_s)
         parts = (
             PartitionOffsets("in", 0, self.offset + lag, self.offset),
             PartitionOffsets("in", 1, lag, 0),
@@ -181,21 +260,23 @@ def test_the_controller_measures_each_change_and_prices_the_next_with_it(tmp_pat
     fed.backlog()
     record = controller.step()
     assert record.direction == "up" and fed.actuator.running() == 2
-    assert record.state_reload_s == 0.0
-    # three batches after the change, the first reloading state: 4 s above the fit
-    fed.feed(6.0 + 1.25, 4000, 300_000, loaded=3)
+    assert record.state_reload_s == 0.0 and record.restart_pause_s == 5.0
+    # three batches after the change, the first reloading state (2 s of loading)
+    fed.feed(6.0 + 1.25, 4000, 300_000, loaded=3, load_s=2.0)
     fed.feed(0.5 + 0.5, 1000, 280_000)
     fed.feed(0.5 + 2.0, 4000, 260_000)
     record = controller.step()
     assert len(record.scale_costs) == 1
-    cost = record.scale_costs[0]
-    assert cost["before"] == 1 and cost["after"] == 2 and cost["reloaded"] == 3
-    assert float(cost["pause_s"]) > 0
-    # priced from now on: the pause above the 5 s base, over the half of the state it moved
-    expected = max(0.0, float(cost["pause_s"]) - 5.0) / 0.5
-    assert record.state_reload_s == pytest.approx(expected, abs=1e-3)
-    assert controller.state_reload_s == pytest.approx(expected)
-    assert fed.tracker.scale_costs()["q"][1] == 3
+    measured = record.scale_costs[0]
+    assert measured["before"] == 1 and measured["after"] == 2 and measured["reloaded"] == 3
+    pause = float(measured["pause_s"])
+    assert pause > 2.0 and measured["load_s"] == 2.0
+    # priced from now on: the 2 s of loading over the half of the state it moved, and the
+    # rest of the pause as measured in place of the configured 5 s
+    assert record.state_reload_s == pytest.approx(4.0, abs=1e-3)
+    assert record.restart_pause_s == pytest.approx(pause - 2.0, abs=1e-3)
+    assert controller.price == Price(pytest.approx(pause - 2.0), pytest.approx(4.0))
+    assert fed.tracker.scale_costs()["q"] == pytest.approx((pause, 3, 4.0, pause - 2.0))
     assert '"scale_costs":[{' in (tmp_path / "d.jsonl").read_text()
 
 
@@ -208,21 +289,23 @@ def test_the_controller_prices_the_reload_for_the_state_size_now() -> None:
     fed.backlog()
     assert controller.step().direction == "up"
     assert controller.state_bytes == 100_000_000
-    fed.feed(6.0 + 1.25, 4000, 300_000)
+    fed.feed(6.0 + 1.25, 4000, 300_000, load_s=2.0)
     fed.feed(0.5 + 0.5, 1000, 280_000)
     fed.feed(0.5 + 2.0, 4000, 260_000)
     record = controller.step()
-    cost = record.scale_costs[0]
-    assert cost["state_bytes"] == 100_000_000
-    measured = max(0.0, float(cost["pause_s"]) - 5.0) / 0.5
-    assert controller.state_reload_s == pytest.approx(measured)
+    assert record.scale_costs[0]["state_bytes"] == 100_000_000
+    base = controller.price.base_s
+    assert controller.state_reload_s == pytest.approx(4.0)
     fed.state_bytes = 200_000_000  # the state doubled
     fed.feed(0.5 + 2.0, 4000, 240_000)
     controller.step()
-    assert controller.state_reload_s == pytest.approx(2 * measured)
+    assert controller.state_reload_s == pytest.approx(8.0)
+    assert controller.price.base_s == pytest.approx(base)  # the base does not grow
 
 
 def test_the_simulator_calibrates_the_state_reload_from_a_decision_log() -> None:
+    """As the controller prices it: from the time each change's stateful operators spent
+    loading state, over the share of the state it moved; the rest of a pause is no reload."""
     from streamscale.autoscale import simulator
 
     def record(t: float, costs: list[dict[str, float]]) -> dict[str, object]:
@@ -230,15 +313,23 @@ def test_the_simulator_calibrates_the_state_reload_from_a_decision_log() -> None
 
     log = [
         record(0.0, []),
-        record(10.0, [{"pause_s": 15.0, "before": 1, "after": 2}]),  # 10 s over half: 20 s
-        record(20.0, [{"pause_s": 25.0, "before": 4, "after": 2}]),  # 20 s over half: 40 s
+        # 10 s of loading for half the state: 20 s for all of it
+        record(10.0, [{"pause_s": 15.0, "before": 1, "after": 2, "load_s": 10.0}]),
+        # 20 s of loading for half: 40 s
+        record(20.0, [{"pause_s": 25.0, "before": 4, "after": 2, "load_s": 20.0}]),
+        # a pause of executors starting, nothing loaded: no reload
+        record(30.0, [{"pause_s": 8.0, "before": 2, "after": 3}]),
     ]
     calibration = simulator.calibrate(log)
-    assert calibration.pauses == ((15.0, 1, 2), (25.0, 4, 2))
+    assert [(c.pause_s, c.before, c.after, c.state_s) for c in calibration.pauses] == [
+        (15.0, 1, 2, 10.0),
+        (25.0, 4, 2, 20.0),
+        (8.0, 2, 3, 0.0),
+    ]
     model = simulator.ClusterModel(rescale_pause_s=5)
     fitted = simulator.Calibration(FIT, 6, None, None, calibration.pauses).apply(model)
-    assert fitted.state_reload_s == pytest.approx(30.0)
-    assert fitted.pause_s(2, 3, 0.0) == pytest.approx(5.0 + 30.0 / 3)
+    assert fitted.state_reload_s == pytest.approx(20.0)
+    assert fitted.pause_s(2, 3, 0.0) == pytest.approx(5.0 + 20.0 / 3)
     assert fitted.pause_s(3, 3, 0.0) == 0.0
 
 
