@@ -17,10 +17,11 @@ Python workers starting, tasks rescheduled) is the change's own.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from streamscale.autoscale.capacity import Capacity
+from streamscale.autoscale.capacity import Capacity, CapacityMethod
 
 WINDOW = 3
 """Batches after a change over which its pause is measured (a moved state partition is
@@ -100,17 +101,39 @@ class ScaleCost:
         }
 
 
+SETTLE = 2
+"""Batches after the window, at the new count, that stand for the steady batch time when the
+change was decided on a lower bound of the capacity (fixed cost unknown)."""
+
+
 def measure(
-    event: ScaleEvent, batches: Sequence[BatchCost], window: int = WINDOW
+    event: ScaleEvent, batches: Sequence[BatchCost], window: int = WINDOW, settle: int = SETTLE
 ) -> ScaleCost | None:
     """The cost of ``event`` once ``window`` batches started after it; None before that, or
-    when there was no steady fit to measure against (a pause is never made up)."""
+    when there was no steady fit to measure against (a pause is never made up).
+
+    A change decided on a lower bound of the capacity (:attr:`.CapacityMethod.LOWER_BOUND`:
+    the rate of batches at the limit, their fixed cost taken as 0) waits for ``settle`` more
+    batches at the new count: their time above what that rate predicts for their records is
+    the fixed cost the bound leaves out (the median), added to the bound's prediction. Measured
+    against the bound alone, every batch's fixed cost counted as pause (on the demo's state
+    store, about 3 s a batch whatever its size)."""
     after = sorted((b for b in batches if b.started_s >= event.time_s), key=lambda b: b.started_s)
-    if len(after) < window or not event.capacity.known:
+    capacity = event.capacity
+    if len(after) < window or not capacity.known:
         return None
+    assert capacity.rate is not None and capacity.fixed_cost_s is not None
     counted = after[:window]
+    if capacity.method is CapacityMethod.LOWER_BOUND:
+        steady = [b for b in after[window:] if b.executors == event.after][:settle]
+        if len(steady) < settle:
+            return None
+        fixed = statistics.median(
+            max(0.0, b.busy_s - b.records / (max(1, b.executors) * capacity.rate)) for b in steady
+        )
+        capacity = replace(capacity, fixed_cost_s=capacity.fixed_cost_s + fixed)
     excess = sum(
-        max(0.0, b.busy_s - event.capacity.batch_seconds(b.records, b.executors)) for b in counted
+        max(0.0, b.busy_s - capacity.batch_seconds(b.records, b.executors)) for b in counted
     )
     return ScaleCost(
         time_s=event.time_s,

@@ -27,7 +27,7 @@ from typing import Any
 from streamscale import processes
 from streamscale.autoscale.policy import PolicyKind
 from streamscale.autoscale.runtime import AutoscaleOptions, start_autoscaler
-from streamscale.autoscale.scale_cost import WINDOW
+from streamscale.autoscale.scale_cost import SETTLE, WINDOW
 from streamscale.errors import Error
 from streamscale.generate.profiles import make_schedule
 from streamscale.kafka.admin import KafkaAdmin
@@ -620,10 +620,11 @@ def _watch(records: Iterator[Any], state: GeneratorState, stop: threading.Event)
         yield record
 
 
-CLOSING_SENDS = WINDOW
+CLOSING_SENDS = WINDOW + SETTLE
 """The session-closing frame is sent this many times, ``CLOSING_SPACING_S`` apart: each lands
 in a batch of its own, so that the batches after the scale-in (the load has ended by then) are
-enough for the autoscaler to measure its pause (:data:`.scale_cost.WINDOW` batches)."""
+enough for the autoscaler to measure its pause (:data:`.scale_cost.WINDOW` batches, and
+:data:`.scale_cost.SETTLE` more when it was decided on a lower bound of the capacity)."""
 CLOSING_SPACING_S = 2.0
 """More than the demo's 1 s trigger: one send, one batch."""
 

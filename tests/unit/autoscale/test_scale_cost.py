@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,49 @@ def test_the_pause_is_the_busy_time_above_the_fit(
     assert cost is not None
     assert cost.pause_s == pytest.approx(pause)
     assert cost.reloaded == reloaded and cost.batches == 3
+
+
+BOUND = Capacity(0.0, 1000.0, CapacityMethod.LOWER_BOUND, 6)  # fixed cost taken as 0
+
+
+@pytest.mark.parametrize(
+    ("batches", "pause"),
+    [
+        # 1 s of fixed cost a batch (the two settled ones), 0.5 s of records at 2 executors:
+        # 2 s above that in the first batch after the change
+        ([batch(10, b, executors=2) for b in (3.5, 1.5, 1.5, 1.5, 1.5)], 2.0),
+        # the settled batches' records differ: the bound's rate prices them
+        (
+            [
+                *(batch(10, b, 1000, 2) for b in (3.5, 1.5, 1.5)),
+                batch(20, 3.0, 4000, 2),
+                batch(23, 3.0, 4000, 2),
+            ],
+            2.0,
+        ),
+        # the demo's scale-out on the state store (2026-11-26 17:10): 20,000-record batches
+        # on 2 executors, measured against the bound alone 7.87 s
+        (
+            [batch(10, b, 20_000, 2) for b in (7.232, 3.729, 2.559, 3.065, 2.970)],
+            4.927,
+        ),
+    ],
+)
+def test_a_change_decided_on_a_lower_bound_is_measured_against_the_settled_batches(
+    batches: list[BatchCost], pause: float
+) -> None:
+    capacity = BOUND if batches[0].records < 20_000 else replace(BOUND, rate=5306.0)
+    cost = measure(ScaleEvent(10.0, 1, 2, capacity), batches)
+    assert cost is not None and cost.batches == 3
+    assert cost.pause_s == pytest.approx(pause, abs=1e-3)
+
+
+def test_a_lower_bound_waits_for_settled_batches_at_the_new_count() -> None:
+    event = ScaleEvent(10.0, 1, 2, BOUND)
+    four = [batch(10 + i, 1.5, executors=2) for i in range(4)]
+    assert measure(event, four) is None
+    assert measure(event, [*four, batch(15, 1.5, executors=3)]) is None  # another count
+    assert measure(event, [*four, batch(15, 1.5, executors=2)]) is not None
 
 
 def test_not_measured_before_the_window_or_without_a_fit() -> None:
