@@ -18,8 +18,9 @@ Python workers starting, tasks rescheduled) is the change's own.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from streamscale.autoscale.capacity import Capacity, CapacityMethod
 
@@ -86,6 +87,22 @@ class ScaleCost:
         """The rest of the pause: executors joining, Python workers and Kafka consumers
         starting, tasks rescheduled; the same whatever the state's size."""
         return self.pause_s - self.state_s
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> ScaleCost:
+        """The cost :meth:`as_dict` wrote (a decision record's ``scale_costs``); fields an
+        older log lacks are 0. KeyError, TypeError or ValueError when it is not one."""
+        return cls(
+            time_s=float(record.get("time", 0.0)),
+            before=int(record["before"]),
+            after=int(record["after"]),
+            batches=int(record.get("batches", 0)),
+            pause_s=float(record["pause_s"]),
+            reloaded=int(record.get("reloaded", 0)),
+            load_s=float(record.get("load_s", 0.0)),
+            bytes_copied=int(record.get("bytes_copied", 0)),
+            state_bytes=float(record.get("state_bytes", 0.0)),
+        )
 
     def as_dict(self) -> dict[str, float | int]:
         return {

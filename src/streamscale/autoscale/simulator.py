@@ -1075,21 +1075,7 @@ def calibrate(records: Sequence[Mapping[str, Any]]) -> Calibration:
                     int(count), float(busy), int(executors), float(started)
                 )
         times = [float(r["time"]) for r in ordered]
-        pauses = tuple(
-            ScaleCost(
-                float(c.get("time", r["time"])),
-                int(c["before"]),
-                int(c["after"]),
-                int(c.get("batches", 0)),
-                float(c["pause_s"]),
-                int(c.get("reloaded", 0)),
-                float(c.get("load_s", 0.0)),
-                int(c.get("bytes_copied", 0)),
-                float(c.get("state_bytes", 0.0)),
-            )
-            for r in ordered
-            for c in r.get("scale_costs") or ()
-        )
+        pauses = tuple(ScaleCost.from_dict(c) for r in ordered for c in r.get("scale_costs") or ())
         delays: list[float] = []
         for i, record in enumerate(ordered):
             if record.get("outcome") == "applied" and record.get("direction") == "up":

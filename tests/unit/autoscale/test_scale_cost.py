@@ -112,6 +112,13 @@ def test_a_lower_bound_waits_for_settled_batches_at_the_new_count() -> None:
     assert measure(event, [*four, batch(15, 1.5, executors=2)]) is not None
 
 
+def test_a_cost_reads_back_what_it_wrote() -> None:
+    measured = ScaleCost(12.5, 1, 2, 3, 4.25, 2, 0.5, 1024, 3e6)
+    assert ScaleCost.from_dict(measured.as_dict()) == measured
+    older = ScaleCost.from_dict({"pause_s": 15.0, "before": 1, "after": 2})  # before load_s
+    assert (older.state_s, older.base_s) == (0.0, 15.0)
+
+
 def test_not_measured_before_the_window_or_without_a_fit() -> None:
     two = [batch(10, 3.0), batch(12, 3.0)]
     assert measure(ScaleEvent(10.0, 1, 2, FIT), two) is None
