@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from streamscale.autoscale import family, policy, simulator, traces
+from streamscale.autoscale.capacity import Capacity, CapacityMethod
+from streamscale.errors import ConfigError
 
 
 def simulate(
@@ -140,7 +142,7 @@ def simulate(
             model = replace(model, max_records_per_trigger=limit)
         calibration = None
         if calibrate is not None:
-            calibration = simulator.calibrate(_read_log(calibrate))
+            calibration = _calibration(_read_log(calibrate), fixed_cost, executor_rate)
             model = calibration.apply(model)
         scenario = replace(
             scenario,
@@ -208,6 +210,32 @@ def _read_log(path: Path) -> list[dict[str, Any]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: cannot read: {exc}") from None
     return traces.parse_decision_log(text, str(path))
+
+
+def _calibration(
+    records: list[dict[str, Any]], fixed_cost: float | None, executor_rate: float | None
+) -> simulator.Calibration:
+    """The log's calibration; ``--fixed-cost`` and ``--executor-rate``, when given, stand in
+    for the capacity it fits (the rest is calibrated): a run whose batches all ran at one size
+    (at the batch limit, or all small) cannot tell the fixed cost from the rate."""
+    calibration = simulator.calibrate(records)
+    fitted = calibration.capacity
+    if not fitted.known and (fixed_cost is None or executor_rate is None):
+        raise ConfigError(
+            f"the decision log does not measure the capacity ({fitted.note}): give both "
+            "--fixed-cost and --executor-rate"
+        )
+    if fixed_cost is None and executor_rate is None:
+        return calibration
+    note = "given on the command line"
+    given = Capacity(
+        fitted.fixed_cost_s if fixed_cost is None else fixed_cost,
+        fitted.rate if executor_rate is None else executor_rate,
+        CapacityMethod.FIT,
+        fitted.batches,
+        note if fitted.known else f"{note}; {fitted.note}",
+    )
+    return replace(calibration, capacity=given)
 
 
 def _calibration_dict(calibration: simulator.Calibration) -> dict[str, Any]:

@@ -93,6 +93,43 @@ def test_calibrate_fits_the_log_and_simulates_with_it(tmp_path: Path) -> None:
     assert "calibrated on 30 batches: fixed cost 0.800 s, 25,000 records/s" in table.stdout
 
 
+def test_the_capacity_given_stands_in_for_one_the_log_cannot_fit(tmp_path: Path) -> None:
+    """The demo on the state store (2026-11-26): every batch at the 20,000 limit, about 3 s
+    whatever the executor count; the log cannot tell the fixed cost from the rate. The error
+    says what to give, and given, the rest is calibrated from the log."""
+    log = tmp_path / "decisions.jsonl"
+    lines = []
+    for step in range(12):
+        batches = [[step * 2 + i, 1000.0 + step * 5 + i, 3.0, 20_000, 1] for i in range(2)]
+        lines.append(json.dumps({"time": 1005.0 + step * 5, "running": 1, "batches": batches}))
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    base = ["simulate", "--trace", "demo", "--calibrate", str(log), "--json"]
+    refused = runner.invoke(app, base)
+    assert refused.exit_code == 2
+    assert "give both --fixed-cost and --executor-rate" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+    half = runner.invoke(app, [*base, "--fixed-cost", "2.5"])
+    assert half.exit_code == 2 and "give both" in half.stderr
+    given = runner.invoke(app, [*base, "--fixed-cost", "2.5", "--executor-rate", "40000"])
+    assert given.exit_code == 0, given.output
+    calibration = json.loads(given.stdout.splitlines()[0])["calibration"]
+    assert (calibration["fixed_cost_s"], calibration["executor_rate"]) == (2.5, 40_000)
+    assert calibration["control_interval_s"] == 5.0
+    assert calibration["note"].startswith("given on the command line; batch sizes too alike")
+
+
+def test_a_capacity_given_wins_over_the_one_fitted(tmp_path: Path) -> None:
+    log = tmp_path / "decisions.jsonl"
+    write_log(log, fixed=0.8, rate=25_000.0)
+    args = ["simulate", "--trace", "demo", "--calibrate", str(log), "--json"]
+    result = runner.invoke(app, [*args, "--executor-rate", "10000"])
+    assert result.exit_code == 0, result.output
+    calibration = json.loads(result.stdout.splitlines()[0])["calibration"]
+    assert calibration["executor_rate"] == 10_000
+    assert calibration["fixed_cost_s"] == pytest.approx(0.8, abs=0.01)  # the log's
+    assert calibration["note"] == "given on the command line"
+
+
 def test_errors_are_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("t,rate\n0,1\n", encoding="utf-8")
