@@ -367,10 +367,10 @@ class Controller:
                 )
             if decision.capacity is not None and decision.capacity.known:
                 self._known_capacity = decision.capacity
-            record = self._record(now, obs, snapshots, decision, running, pending, result)
+            record = self._record(now, obs, snapshots, decision, running, pending, result, priced)
             if measured:
                 record = replace(record, scale_costs=tuple(c.as_dict() for c in measured))
-        self._emit(record)
+        self._emit(record, priced)
         return record
 
     @property
@@ -485,6 +485,7 @@ class Controller:
         running: int,
         pending: int,
         result: ApplyResult | None,
+        priced: Price,
     ) -> DecisionRecord:
         outcome = "held" if result is None else ("applied" if result.ok else "failed")
         capacity = decision.capacity
@@ -523,8 +524,8 @@ class Controller:
             removed=() if result is None else tuple(r.as_tuple() for r in result.removed),
             error=None if result is None else result.error,
             batches=tuple(batches),
-            state_reload_s=_round(self.state_reload_s),
-            restart_pause_s=_round(self.price.base_s),
+            state_reload_s=_round(priced.reload_s),
+            restart_pause_s=_round(priced.base_s),
             parallelism=obs.parallel_tasks,
             parallelism_bound=self._bound(obs),
         )
@@ -546,7 +547,7 @@ class Controller:
             return self.query
         return ",".join(self._served or self.query or ())
 
-    def _emit(self, record: DecisionRecord) -> None:
+    def _emit(self, record: DecisionRecord, priced: Price) -> None:
         self.records.append(record)
         for name in self._served:
             self.tracker.set_executors(
@@ -559,7 +560,6 @@ class Controller:
             )
             if self.costs:
                 last = self.costs[-1]
-                priced = self.price
                 self.tracker.set_scale_cost(
                     name,
                     pause_s=last.pause_s,
