@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from streamscale import cluster
 from streamscale.kafka import broker as embedded
+from streamscale.pipelines.query import stop_between_batches
 from streamscale.settings import STATE_LOCALITY_WAIT, Settings
 from streamscale.spark import session
 
@@ -256,7 +257,7 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             print(f"# scaled in: killed {list(result.killed)}", flush=True)
             for _ in range(args.steady + 3):
                 step("after-in")
-            query.stop()
+            stop_between_batches(query)
         finally:
             spark.stop()
     return summary(rows)

@@ -88,6 +88,7 @@ from streamscale.kafka import broker as embedded
 from streamscale.kafka.admin import KafkaAdmin
 from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics
 from streamscale.pipelines.purchase_batches import REF_UNKNOWN
+from streamscale.pipelines.query import stop_between_batches
 from streamscale.settings import Settings
 from streamscale.spark import session
 from streamscale.spark import stop as stop_session
@@ -418,7 +419,7 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             restart_s = run_until(query, pipeline, args.steady, args.timeout_s, steady_begins)
             cpu.append(cpu_use.snapshot(root=os.getpid()))
             compiled.append(compilations(spark))
-            query.stop()
+            stop_between_batches(query)
             written = state_bytes(checkpoint) - before
             steady_jvm_mb, steady_heap_mb = phase.stop(), heap_mb(spark)
             steady_state_mb = state_memory_mb(query.recentProgress)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streamscale import class_archives
+from streamscale.errors import PipelineError
 from streamscale.network import driver_addresses, on_this_machine
 from streamscale.settings import Settings
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 QUIET_LOGGERS = (
@@ -190,3 +192,65 @@ def stop(spark: SparkSession) -> None:
             spark.stop()
         finally:
             close_kept_producers()
+
+
+JVM_INTERRUPTIONS = (
+    "java.lang.InterruptedException",
+    "java.io.InterruptedIOException",
+    "java.nio.channels.ClosedByInterruptException",
+)
+"""The JVM exceptions by which ``StreamingQuery.stop()`` interrupts a batch (the ones Spark's
+``StreamExecution.isInterruptionException`` takes for a stop)."""
+
+
+class BatchInterrupted(PipelineError):
+    """A ``foreachBatch`` function interrupted by its query's stop (:func:`stops_cleanly`)."""
+
+
+def interruption(error: BaseException) -> str | None:
+    """The JVM interruption behind ``error`` (a Py4J error, or PySpark's conversion of one),
+    by class name from :data:`JVM_INTERRUPTIONS`; None for any other error, or when the JVM
+    cannot be asked."""
+    java = getattr(error, "java_exception", None) or getattr(error, "_origin", None)
+    try:
+        for _ in range(32):  # a cause chain, bounded
+            if java is None:
+                return None
+            name = str(java.getClass().getName())
+            if name in JVM_INTERRUPTIONS:
+                return name
+            java = java.getCause()
+    except Exception:  # the JVM's answer is not to be had: not known to be a stop
+        return None
+    return None
+
+
+def stops_cleanly(
+    func: Callable[[DataFrame, int], None],
+) -> Callable[[DataFrame, int], None]:
+    """``func`` as a ``foreachBatch`` function that ``StreamingQuery.stop()`` ends cleanly.
+
+    A stop during a batch interrupts the JVM call ``func`` waits on, and ``func`` fails with a
+    Py4J error whose message holds the JVM's whole stack trace. Spark 4.2 recognizes a stop in
+    it with a regex that recurses once per character after its start
+    (``StreamExecution.PROXY_ERROR``): a trace of a few thousand characters overflows the
+    stream thread's stack, and the console shows a ``StackOverflowError`` where the query
+    should have said "Stopped". Raised again as :class:`BatchInterrupted`, a one-line message
+    that still reads as Py4J's report of the interruption, the stop is recognized and clean.
+    Any other error is raised as it is: the batch fails, and is not committed, either way."""
+
+    @functools.wraps(func)
+    def run(batch: DataFrame, batch_id: int) -> None:
+        try:
+            func(batch, batch_id)
+        except Exception as error:
+            name = interruption(error)
+            if name is None:
+                raise
+            raise BatchInterrupted(
+                f"batch {batch_id} interrupted by the query's stop "
+                f"(py4j.protocol.Py4JJavaError: An error occurred while calling foreachBatch: "
+                f"{name})"
+            ) from None
+
+    return run

@@ -33,6 +33,7 @@ from streamscale.generate.profiles import make_schedule
 from streamscale.kafka.admin import KafkaAdmin
 from streamscale.kafka.offsets import TopicPartition
 from streamscale.pipelines import hits as codec
+from streamscale.pipelines.query import stop_between_batches
 from streamscale.pipelines.topics import ENRICHMENT, GAME_SESSIONS, pipeline_topics
 from streamscale.settings import Settings
 
@@ -552,7 +553,7 @@ def _processed_any(snap: Any) -> bool:
 
 def _stop_query(query: Any) -> None:
     with contextlib.suppress(Exception):
-        query.stop()
+        stop_between_batches(query)
 
 
 def _drive_load(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamscale.kafka.transactions import BATCH_ID_PROPERTY, NotExactError
+from streamscale.spark import stops_cleanly
 
 
 def check_deterministic(df: Any, source_options: Mapping[str, str] | None = None) -> None:
@@ -86,6 +87,9 @@ class ExactlyOnceWriter:
         self.units = units
 
     def __call__(self, df: Any, batch_id: int) -> None:
+        stops_cleanly(self._write)(df, batch_id)
+
+    def _write(self, df: Any, batch_id: int) -> None:
         check_deterministic(df, self.source_options)
         sc = df.sparkSession.sparkContext
         running = sc.getLocalProperty(BATCH_ID_PROPERTY)

@@ -5,10 +5,12 @@ counts looked up by the batch id of a progress event."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from streamscale.settings import KafkaSource, Settings
+from streamscale.spark import stops_cleanly
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -45,6 +47,30 @@ def read_kafka(
     return reader.load()
 
 
+STOP_WAIT_S = 300.0
+"""Longest wait for the batch in flight to commit before a query is stopped."""
+
+
+def stop_between_batches(
+    query: StreamingQuery,
+    wait_s: float = STOP_WAIT_S,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Stop ``query`` once no trigger is active, waiting at most ``wait_s`` seconds: the
+    batch in flight commits rather than being interrupted and run again at the next start.
+    (A batch may still start in the moment before the stop, Spark has no stop between
+    batches of its own: :func:`~streamscale.spark.stops_cleanly` makes that stop clean.)
+    """
+    deadline = clock() + wait_s
+    while query.isActive and clock() < deadline:
+        if not query.status.get("isTriggerActive", False):
+            break
+        sleep(0.1)
+    query.stop()
+
+
 def progress_data(progress: Any) -> dict[str, Any]:
     """A ``StreamingQueryProgress`` (or its JSON data) as plain JSON data (PySpark's
     progress is a dict too, but holds ``Row`` objects: its ``json`` is plain)."""
@@ -79,7 +105,7 @@ class ForeachBatchQuery:
         return (
             self.stream(spark)
             .writeStream.queryName(self.name)
-            .foreachBatch(self.process_batch)
+            .foreachBatch(stops_cleanly(self.process_batch))
             .option("checkpointLocation", self.checkpoint)
             .trigger(**trigger)
             .start()

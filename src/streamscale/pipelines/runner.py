@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from streamscale.errors import ConfigError, PipelineError
-from streamscale.pipelines.query import progress_data
+from streamscale.pipelines.query import STOP_WAIT_S, progress_data, stop_between_batches
 from streamscale.settings import KafkaSource, Settings
 
 if TYPE_CHECKING:
@@ -37,7 +36,6 @@ Attach = Callable[["SparkSession", "LagTracker", str], Callable[[], None]]
 lag model and the query's name before the query starts; returns the function that stops it."""
 
 PIPELINE_NAMES = ("enrichment", "game-sessions")
-STOP_WAIT_S = 300.0  # longest wait for the current batch to commit after a stop request
 POLL_S = 0.5
 
 
@@ -181,12 +179,7 @@ def drive(
         report()
         if stop.is_set() and query.isActive:
             echo("stop requested: stopping after the current batch")
-            deadline = time.monotonic() + stop_wait_s
-            while query.isActive and time.monotonic() < deadline:
-                if not query.status.get("isTriggerActive", False):
-                    break
-                time.sleep(0.1)
-            query.stop()
+            stop_between_batches(query, stop_wait_s)
             report()
             break
     return totals
