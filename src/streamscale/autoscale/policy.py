@@ -67,16 +67,13 @@ decision's, a steady input does not flap; and a count whose budget ran out is no
 at that input (``PolicyState.outgrown``): a steady input rides once. A rising input, an
 unknown time lag and the urgent backlog spend nothing.
 
-Three rules of ``rate`` come from a trace family it was not tuned on (issue 23,
+Two rules of ``rate`` come from a trace family it was not tuned on (issue 23,
 :mod:`~streamscale.autoscale.family`):
 
 - *an outage is not an end*: while no record arrives (:func:`silent`), a scale-down is sized
   for the rate last heard, for up to ``catch_up_s`` (:func:`scale_down_rate`). Producers cut
   off from the brokers come back, often with what they held; the count removed during their
   silence had to be added back as they returned, late (a reversal, and an SLO violation);
-- *no scale-down while the input rises* (``hold_input_rising``: the recent average leads the
-  long one by more than the tolerance): at the start of a surge the backlog shows only later,
-  and the count removed would be added back urgently;
 - *a count the input outgrows is topped up* (:func:`outgrown_count`: the input alone exceeds
   what the running and requested executors carry, by more than the tolerance): the warm-up
   and the wait for requested executors do not hold it. A scale-up decided as a surge starts
@@ -187,7 +184,6 @@ class Reason(StrEnum):
     HOLD_STABILIZING = "hold_stabilizing"
     HOLD_REVERSAL = "hold_reversal"
     HOLD_STEADY = "hold_steady"
-    HOLD_INPUT_RISING = "hold_input_rising"
     HOLD_PAUSE_COST = "hold_pause_cost"
     """rate: every smaller count would break the latency objective during the pause the
     change costs (its state reload, as measured on the last changes), or leave no way back
@@ -548,29 +544,6 @@ def _warm(config: PolicyConfig, stable_since: float | None, obs: Observation) ->
             1 for b in obs.batches if b.started_s is not None and b.started_s >= stable_since
         )
     return count >= config.warmup_batches
-
-
-def _pause_explains(
-    config: PolicyConfig,
-    state: PolicyState,
-    obs: Observation,
-    capacity: Capacity,
-    since_change_s: float,
-) -> bool:
-    """``rate``: whether the running count, once the last change's pause is over, keeps the
-    time lag within the objective's margin (the urgency comes from the pause alone)."""
-    if config.kind is not PolicyKind.RATE or not capacity.known or state.changed_from is None:
-        return False
-    pause = pause_for(
-        config.restart_pause_s, config.state_reload_s, state.changed_from, obs.executors
-    )
-    left = max(0.0, pause - since_change_s)
-    staying = predicted_peak_time_lag(config, obs, capacity, obs.executors, paused_s=left)
-    if staying <= SLO_MARGIN * config.urgent_time_lag_s:
-        return True
-    # A scale-up pauses too (the state it moves): not worth it when staying is no worse.
-    most = upper_bound(config, obs)
-    return most > obs.executors and staying <= predicted_peak_time_lag(config, obs, capacity, most)
 
 
 def _saturated(config: PolicyConfig, obs: Observation, capacity: Capacity, executors: int) -> float:
@@ -1231,11 +1204,6 @@ def decide(
     warm = _warm(config, stable_since, obs) or outgrown
     if not warm and not (urgent and state.last_direction < 0):
         return hold(Reason.HOLD_WARMING_UP)
-    if not warm and _pause_explains(config, state, obs, capacity, since_change):
-        # Urgent only because the last scale-down's pause (its state reload) stops the
-        # batches: once it ends, this count keeps the objective. Scaling up now would pause
-        # again, and the lag it fears would come from that pause.
-        return hold(Reason.HOLD_WARMING_UP)
 
     sizing: Capacity | None = None
     if config.kind is PolicyKind.LAG:
@@ -1335,10 +1303,6 @@ def decide(
             return hold(Reason.HOLD_BACKLOG_DRAINING, target)
         if state.last_direction > 0 and since_change < window:
             return hold(Reason.HOLD_REVERSAL, target)
-        if config.kind is PolicyKind.RATE and rising(config, obs):
-            # The start of a surge or a ramp: the count is about to be needed (its backlog
-            # shows only later); removing it now means adding it back urgently.
-            return hold(Reason.HOLD_INPUT_RISING, target)
         if since_change < window or clear_since is None or now - clear_since < window:
             return hold(Reason.HOLD_STABILIZING, target)
         if current <= lo:
