@@ -134,6 +134,12 @@ def session(
         **driver_addresses(master, settings.driver_host, settings.driver_bind_address),
         **conf,
     }
+    bind = conf.get("spark.driver.bindAddress")
+    if bind:
+        # The driver JVM's own idea of this host's address (Spark's ``localIpAddress``, for
+        # what no driver setting names): the bind address, not the first interface's, and
+        # no "hostname resolves to a loopback address" warning. A user's SPARK_LOCAL_IP wins.
+        os.environ.setdefault("SPARK_LOCAL_IP", bind)
     if on_this_machine(master):
         # A local or loopback cluster: its JVMs (driver, executors) can map the class archive
         # `make setup` recorded here.
