@@ -44,22 +44,18 @@ SCENARIOS = ("generic", "stateful")
 BUILTIN = ("step", "ramp", "spikes", "diurnal", "demo", "stateful")
 
 
-def _bet_always() -> None:
-    sized = P._rate_wanted
+def _topping_up(always: bool) -> Callable[[], None]:
+    """Every scale-up sized as a top-up (``always``: no bet) or as a first step (a bet)."""
 
-    def wanted(*args: Any, topping_up: bool = False, **kwargs: Any) -> float:
-        return sized(*args, topping_up=False, **kwargs)
+    def switch() -> None:
+        sized = P._rate_wanted
 
-    P._rate_wanted = wanted  # type: ignore[assignment]
+        def wanted(*args: Any, topping_up: bool = False, **kwargs: Any) -> float:
+            return sized(*args, topping_up=always, **kwargs)
 
+        P._rate_wanted = wanted  # type: ignore[assignment]
 
-def _bet_never() -> None:
-    sized = P._rate_wanted
-
-    def wanted(*args: Any, topping_up: bool = False, **kwargs: Any) -> float:
-        return sized(*args, topping_up=True, **kwargs)
-
-    P._rate_wanted = wanted  # type: ignore[assignment]
+    return switch
 
 
 def _off(name: str, value: Callable[..., Any]) -> Callable[[], None]:
@@ -100,8 +96,8 @@ RULES: dict[str, tuple[str, Callable[[], None]]] = {
         "an urgent backlog shortens the catch-up (catch_up_seconds)",
         _off("catch_up_seconds", lambda config, obs, capacity: config.catch_up_s),
     ),
-    "bet-once": ("a top-up sizes for the whole input: the bet every time", _bet_always),
-    "bet": ("the first scale-up may bet on a short burst: no bet ever", _bet_never),
+    "bet-once": ("a top-up sizes for the whole input: the bet every time", _topping_up(False)),
+    "bet": ("the first scale-up may bet on a short burst: no bet ever", _topping_up(True)),
 }
 
 
