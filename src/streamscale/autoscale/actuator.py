@@ -155,6 +155,37 @@ class Actuator(Protocol):
         """Ask for ``target`` executors in total; idempotent, so it may be repeated."""
         ...
 
+    def lost(self) -> tuple[Lost, ...]:
+        """Executors gone since the last call that no :meth:`apply` removed (a crash, a
+        host cut off, a preempted pod), each once, with the cluster's reason."""
+        ...
+
+
+@dataclass(frozen=True)
+class Lost:
+    """An executor that left without the autoscaler removing it: the count may be below
+    target until the cluster manager replaces it (the Master or the pod allocator does)."""
+
+    id: str
+    reason: str = ""
+
+    def as_tuple(self) -> tuple[str, str]:
+        """``(id, reason)``, as the decision log has it."""
+        return (self.id, self.reason)
+
+
+def newly_lost(
+    removed: Mapping[str, str], reported: set[str], killed: set[str]
+) -> tuple[Lost, ...]:
+    """The executors of ``removed`` (id -> reason, every executor the driver has seen go)
+    not reported before nor killed by the autoscaler, oldest id first."""
+    fresh = [i for i in removed if i not in reported and i not in killed]
+    return tuple(Lost(i, removed[i]) for i in sorted(fresh, key=_id_order))
+
+
+def _id_order(executor_id: str) -> tuple[int, str]:
+    return (int(executor_id), "") if executor_id.isdigit() else (1 << 62, executor_id)
+
 
 def choose_victims(
     executors: list[ExecutorState],
@@ -312,6 +343,8 @@ class SparkActuator:
         self._restore_s = restore_wait_s
         self._restore_at: tuple[set[str], float] | None = None  # (victims, not before)
         self.target: int | None = None  # the last total applied, None before any apply
+        self._killed: set[str] = set()  # every executor this actuator asked to stop
+        self._reported: set[str] | None = None  # removed executors already told; None: none read
 
     def _set_conf(self, key: str, value: str) -> None:
         """Set ``key`` in the running SparkContext's own conf: the scheduler reads the
@@ -373,6 +406,34 @@ class SparkActuator:
                     )
                 )
         return out
+
+    def removed_executors(self) -> dict[str, str]:
+        """Every executor the driver has seen go (id -> Spark's removal reason), from the
+        status store, which keeps the last ``spark.ui.retainedDeadExecutors`` (100)."""
+        out = {}
+        for s in self._to_list(self._jsc.statusStore().executorList(False)):
+            executor_id = str(s.id())
+            if executor_id == "driver" or bool(s.isActive()):
+                continue
+            reason = s.removeReason()
+            out[executor_id] = str(reason.get()) if reason.isDefined() else ""
+        return out
+
+    def lost(self) -> tuple[Lost, ...]:
+        """Executors gone since the last call that this actuator did not kill; the first
+        call only learns what had gone before it."""
+        try:
+            removed = self.removed_executors()
+        except Exception as exc:  # the session stopping: nothing to report this step
+            log.debug("removed executors unreadable: %s", _short(exc))
+            return ()
+        with self._lock:
+            if self._reported is None:
+                self._reported = set(removed)
+                return ()
+            found = newly_lost(removed, self._reported, self._killed)
+            self._reported |= set(removed)
+        return found
 
     def running(self) -> int:
         if self._wait_to_set is not None and self._stateful_query_runs():
@@ -449,6 +510,7 @@ class SparkActuator:
                 # would wait for them: no wait until they are gone and restore_wait_s passed.
                 self._set_conf(LOCALITY_WAIT_PROCESS, "0s")
                 self._restore_at = (set(killed), time.monotonic() + self._restore_s)
+            self._killed |= set(killed)
             try:
                 kill_ok = self._kill(list(killed)) if killed else True
                 request_ok = self._request_total(wanted)
@@ -531,8 +593,19 @@ class FakeActuator:
     lose: int = 0
     history: list[int] = field(default_factory=list)
     state: dict[str, LoadedState] = field(default_factory=dict)
+    gone: list[Lost] = field(default_factory=list)
+    """Executors lost and not yet reported by :meth:`lost` (:meth:`lose_executor`)."""
     _pending: int | None = None
     _countdown: int = 0
+
+    def lose_executor(self, reason: str = "worker lost") -> None:
+        """The newest executor crashes: one fewer runs until an :meth:`apply` replaces it."""
+        self.current -= 1
+        self.gone.append(Lost(str(self.current), reason))
+
+    def lost(self) -> tuple[Lost, ...]:
+        found, self.gone = tuple(self.gone), []
+        return found
 
     def running(self) -> int:
         if self._pending is not None:

@@ -113,6 +113,10 @@ class DecisionRecord:
     removed: tuple[tuple[str, int, int, int | None], ...] = ()
     """What the killed executors cost: ``(id, running tasks, state partitions held loaded,
     their bytes in the checkpoint or None)``; the next batch reloads those partitions."""
+    lost: tuple[tuple[str, str], ...] = ()
+    """Executors gone since the previous record that the autoscaler did not remove:
+    ``(id, the cluster's reason)`` (:meth:`.Actuator.lost`). A replacement may register
+    before the next step, so ``running`` alone can miss the loss."""
     error: str | None = None
     batches: tuple[tuple[int, float, float, int, int], ...] = ()
     """Batches completed since the previous record: ``(id, started, busy s, records,
@@ -325,6 +329,14 @@ class Controller:
         with self._lock:
             now = self.clock()
             running = self.actuator.running()
+            lost = self.actuator.lost()
+            for gone in lost:
+                log.warning(
+                    "executor %s lost (%s): %d running, the cluster manager replaces it",
+                    gone.id,
+                    gone.reason or "no reason given",
+                    running,
+                )
             if self.target is None:
                 self.target = running
             pending = max(0, self.target - running)
@@ -370,6 +382,8 @@ class Controller:
             record = self._record(now, obs, snapshots, decision, running, pending, result, priced)
             if measured:
                 record = replace(record, scale_costs=tuple(c.as_dict() for c in measured))
+            if lost:
+                record = replace(record, lost=tuple(g.as_tuple() for g in lost))
         self._emit(record, priced)
         return record
 

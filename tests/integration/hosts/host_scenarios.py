@@ -14,7 +14,8 @@ located in the micro-batches in flight at the fault):
   and removes it once the backlog is gone;
 - :func:`worker_partition`: the host of the executor running a task of the batch in flight
   is cut off (its link down) and restored; the Master replaces the lost executor on the other
-  host, and the autoscaler's decision log shows the count below its target, then back;
+  host, and the autoscaler's decision log names it lost (with Spark's reason), then shows the
+  count back at its target;
 - :func:`broker_partition`: the brokers' leader of every partition cut off from the two other
   brokers (still reached by clients) and healed; acks=all with min ISR 2 acknowledges nothing
   the isolated leader alone holds;
@@ -209,9 +210,17 @@ def autoscale(driver: Driver, *, count: int, rate: float, timeout_s: float) -> F
     return result
 
 
-def _replaced(decisions: list[dict[str, Any]], below: int) -> tuple[bool, bool]:
-    """Whether the log shows fewer running than wanted, and later the count back."""
-    short = [i for i, d in enumerate(decisions) if d["running"] < below]
+def _replaced(
+    decisions: list[dict[str, Any]], below: int, executor: str | None = None
+) -> tuple[bool, bool]:
+    """Whether the log shows the capacity lost (fewer running than ``below``, or
+    ``executor`` named lost: its replacement may register between two steps), and the count
+    back at ``below`` from then on."""
+    short = [
+        i
+        for i, d in enumerate(decisions)
+        if d["running"] < below or any(g[0] == executor for g in d.get("lost", ()))
+    ]
     back = bool(short) and any(d["running"] >= below for d in decisions[short[0] :])
     return bool(short), back
 
@@ -249,11 +258,13 @@ def worker_partition(
     in_flight = watch.stop(timeout_s)
     _settle(driver, load, timeout_s)
     result = _result(driver, f"worker host cut off {down_s:.0f} s mid-batch", load, in_flight, t0)
-    short, back = _replaced(driver.decisions()[first:], MIN_EXECUTORS)
+    decisions = driver.decisions()[first:]
+    short, back = _replaced(decisions, MIN_EXECUTORS, busy)
+    lost = [g for d in decisions for g in d.get("lost", ())]
     result.notes.append(
         f"executor {busy} on {host} busy when its link went down; executors {replacement} "
         f"{replaced_s:.0f} s later, when it came back up; decision log: below target {short}, "
-        f"back {back}"
+        f"back {back}, lost {lost}"
     )
     if not (short and back):
         result.errors["autoscaler"] = "the decision log does not show the capacity replaced"
@@ -334,10 +345,12 @@ def worker_lost(driver: Driver, *, count: int, rate: float, timeout_s: float) ->
     in_flight = watch.stop(timeout_s)
     _settle(driver, load, timeout_s)
     result = _result(driver, "worker host lost for good", load, in_flight, t0)
-    short, again = _replaced(driver.decisions()[first:], MAX_EXECUTORS)
+    decisions = driver.decisions()[first:]
+    short, again = _replaced(decisions, MAX_EXECUTORS)
+    lost_logged = [g for d in decisions for g in d.get("lost", ())]
     result.notes.append(
         f"executors before: {two}; {lost} lost; {MAX_EXECUTORS} back after {back_s:.0f} s: "
-        f"{back}; decision log: below target {short}, back {again}"
+        f"{back}; decision log: below target {short}, back {again}, lost {lost_logged}"
     )
     if set(back.values()) & {lost}:
         result.errors["replacement"] = f"executors still on the lost host: {back}"

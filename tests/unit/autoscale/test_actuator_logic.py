@@ -19,6 +19,7 @@ from streamscale.autoscale.actuator import (
     ApplyResult,
     ExecutorState,
     FakeActuator,
+    Lost,
     Removed,
     SparkActuator,
     choose_victims,
@@ -26,6 +27,7 @@ from streamscale.autoscale.actuator import (
     describe_removed,
     initial_executors,
     max_executors_from_conf,
+    newly_lost,
 )
 from streamscale.autoscale.state_placement import LoadedState
 
@@ -426,3 +428,46 @@ def test_fake_failure_changes_nothing() -> None:
     result = fake.apply(4)
     assert not result.ok
     assert fake.running() == 2
+
+
+@pytest.mark.parametrize(
+    ("removed", "reported", "killed", "expected"),
+    [
+        ({}, set(), set(), ()),
+        ({"2": "worker lost"}, set(), set(), (Lost("2", "worker lost"),)),
+        ({"2": "worker lost"}, {"2"}, set(), ()),  # each once
+        ({"2": "Executor killed by driver."}, set(), {"2"}, ()),  # the autoscaler's own
+        (
+            {"10": "a", "9": "b", "x": ""},
+            set(),
+            set(),
+            (Lost("9", "b"), Lost("10", "a"), Lost("x")),
+        ),
+    ],
+)
+def test_newly_lost(
+    removed: dict[str, str], reported: set[str], killed: set[str], expected: tuple[Lost, ...]
+) -> None:
+    assert newly_lost(removed, reported, killed) == expected
+
+
+class _LosingActuator(_OfflineActuator):
+    """The offline actuator with a status store of removed executors set by the test."""
+
+    def __init__(self) -> None:
+        super().__init__(dict)
+        self.gone: dict[str, str] = {}
+
+    def removed_executors(self) -> dict[str, str]:
+        return dict(self.gone)
+
+
+def test_spark_actuator_reports_executors_it_did_not_kill_once() -> None:
+    actuator = _LosingActuator()
+    actuator.gone = {"7": "lost before the autoscaler started"}
+    assert actuator.lost() == (), "the first read only learns the past"
+    actuator.apply(2)  # kills one of the three
+    (victim,) = actuator.kills[0]
+    actuator.gone |= {victim: "Executor killed by driver.", "0": "Worker shutting down"}
+    assert actuator.lost() == (Lost("0", "Worker shutting down"),)
+    assert actuator.lost() == ()

@@ -182,6 +182,25 @@ def test_executors_that_never_come_release_the_hold(tmp_path: Path) -> None:
     assert record.outcome == "applied"  # asks again instead of waiting forever
 
 
+def test_an_executor_lost_between_steps_is_in_the_log_even_once_replaced(
+    tmp_path: Path,
+) -> None:
+    """The loss is recorded once, at the next step, whether or not the count there shows it
+    (a replacement may register between two steps)."""
+    controller, tracker, actuator, clock = make(tmp_path, kind=PolicyKind.LAG)
+    feed(tracker, clock.t, [0] * 4, [0] * 4, 1, busy=1.0)
+    assert controller.step().lost == ()
+    actuator.lose_executor("Worker shutting down")
+    actuator.current += 1  # replaced before the controller looks
+    clock.t += 5
+    record = controller.step()
+    assert record.running == 1 and record.lost == (("0", "Worker shutting down"),)
+    clock.t += 5
+    assert controller.step().lost == ()
+    lines = [json.loads(line) for line in (tmp_path / "decisions.jsonl").read_text().splitlines()]
+    assert [line["lost"] for line in lines] == [[], [["0", "Worker shutting down"]], []]
+
+
 def test_failed_apply_is_logged_and_retried(tmp_path: Path) -> None:
     controller, tracker, actuator, clock = make(
         tmp_path, kind=PolicyKind.LAG, lag_threshold=1000.0, warmup_batches=0
