@@ -188,6 +188,7 @@ def control(spark: Any, stream: Any) -> None:
     from streamscale.autoscale.actuator import SparkActuator
 
     actuator = SparkActuator(spark)
+    actuator.lost()  # learns the executors gone before: ``lost`` then names those gone since
     app_id = spark.sparkContext.applicationId
     for line in stream:
         words = line.split()
@@ -213,6 +214,10 @@ def control(spark: Any, stream: Any) -> None:
             elif words[0] == "apply":
                 result = actuator.apply(int(words[1]))
                 say(f"applied {result.target} ok {result.ok} error {result.error}")
+            elif words[0] == "lost":
+                # Executors gone since the last ask that the actuator did not remove.
+                gone = actuator.lost()
+                say("lost " + ("|".join(f"{g.id}={g.reason}" for g in gone) or "-"))
             elif words[0] == "executors":
                 ids = actuator.executor_ids()
                 say(f"executors {len(ids)} {','.join(ids)} {app_id}")

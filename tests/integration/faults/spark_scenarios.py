@@ -268,7 +268,8 @@ def executor_faults(
     with its own load of ``purchases``: (1) the JVM of an executor that runs a task of the
     batch in flight is SIGKILLed (the Master launches a replacement); (2) the actuator's
     ``apply(1)`` removes an executor that runs a task. Each phase waits for the pipeline to
-    catch up, then the phases are reconciled apart."""
+    catch up, then the phases are reconciled apart; the actuator must report the SIGKILLed
+    executor lost (with Spark's reason) and not the one it removed (``errors["lost"]``)."""
     started = time.monotonic()
     bootstrap = kafka.bootstrap
     prefix = f"fc-{uuid.uuid4().hex[:6]}"
@@ -288,6 +289,7 @@ def executor_faults(
         delivery=delivery,
     )
     phases: list[tuple[str, Load, set[int], float, list[str]]] = []
+    lost_errors: dict[str, str] = {}
     try:
         wait_until(
             "the pipeline to start",
@@ -358,6 +360,12 @@ def executor_faults(
             lost = lost_tasks(driver_log, log_at, in_flight)
             if not lost:
                 raise ScenarioError(f"{phase}: no task was lost: the fault struck no running task")
+            # The actuator names the SIGKILLed executor lost, with Spark's reason, and not the
+            # one it removed itself (what the autoscaler's decision log shows as ``lost``).
+            gone = ask(pipeline, "lost", "lost ", timeout_s).split(" ", 1)[1].strip()
+            named = {g.split("=", 1)[0]: g.partition("=")[2] for g in gone.split("|") if "=" in g}
+            expected = {executor_id} if phase.startswith("executor SIGKILLed") else set()
+            notes.append(f"executors lost, as the actuator reports them: {named or 'none'}")
             notes.append(
                 f"interrupted batch committed {recovered:.1f} s after the fault, caught up "
                 f"after {caught:.1f} s, {want} executor(s) running after "
@@ -367,6 +375,8 @@ def executor_faults(
             if load.failed or load.error:
                 raise ScenarioError(f"{phase}: the load failed: {load.first_error or load.error}")
             phases.append((phase, load, in_flight, time.monotonic() - t0, notes))
+            if set(named) != expected or not all(named.values()):
+                lost_errors[phase] = f"executors reported lost {named}, expected {expected}"
         code = pipeline.stop()
         error = pipeline.error()
     finally:
@@ -383,6 +393,8 @@ def executor_faults(
         result.notes.append(f"pipeline exit {code}, {pipeline.batches()} batches in the run")
         if error:
             result.errors["pipeline"] = error
+        if phase in lost_errors:
+            result.errors["lost"] = lost_errors[phase]
         results.append(result)
     return results
 

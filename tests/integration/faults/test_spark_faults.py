@@ -39,6 +39,7 @@ def check(result: FaultResult) -> None:
     assert r.duplicated <= result.duplicate_bound
     assert "outside" not in result.errors  # every duplicate from an interrupted batch
     assert "pipeline" not in result.errors and "load" not in result.errors
+    assert "lost" not in result.errors, result.errors["lost"]
 
 
 def test_executor_sigkilled_then_one_removed_by_the_actuator_mid_batch(
