@@ -71,6 +71,8 @@ class SnapshotSource(Protocol):
 
     def count_decision(self, direction: str, reason: str, n: int = 1) -> None: ...
 
+    def count_lost(self, n: int = 1) -> None: ...
+
     def set_scale_cost(
         self, query: str, *, pause_s: float, reloaded: int, priced_s: float, base_s: float
     ) -> None: ...
@@ -330,6 +332,8 @@ class Controller:
             now = self.clock()
             running = self.actuator.running()
             lost = self.actuator.lost()
+            if lost:
+                self.tracker.count_lost(len(lost))
             for gone in lost:
                 log.warning(
                     "executor %s lost (%s): %d running, the cluster manager replaces it",

@@ -184,6 +184,11 @@ def _families() -> dict[str, Metric]:
         "Scaling decisions taken by the autoscaler.",
         labels=["direction", "reason"],
     )
+    out["streamscale_executors_lost"] = CounterMetricFamily(
+        "streamscale_executors_lost",
+        "Executors gone without the autoscaler removing them (crashed, host lost, evicted).",
+        labels=[],
+    )
     return out
 
 
@@ -245,6 +250,10 @@ class LagCollector(Collector):
         assert isinstance(decisions, CounterMetricFamily)
         for (direction, reason), count in sorted(self.tracker.decisions().items()):
             decisions.add_metric([direction, reason], count)
+        lost = families["streamscale_executors_lost"]
+        assert isinstance(lost, CounterMetricFamily)
+        if self.tracker.executors() or self.tracker.lost():  # from the autoscaler's first step
+            lost.add_metric([], self.tracker.lost())
         return list(families.values())
 
     def _add_snapshot(

@@ -474,6 +474,7 @@ class LagTracker:
         self._queries: dict[str, _QueryState] = {}
         self._executors: dict[str, dict[str, int]] = {}
         self._decisions: dict[tuple[str, str], int] = {}
+        self._lost = 0
         self._capacity: dict[str, tuple[float | None, float | None]] = {}
         self._scale_cost: dict[str, tuple[float, int, float, float]] = {}
 
@@ -655,6 +656,19 @@ class LagTracker:
         """``{(direction, reason): count}`` since start."""
         with self._lock:
             return dict(self._decisions)
+
+    def count_lost(self, n: int = 1) -> None:
+        """Count executors gone without the autoscaler removing them (crashed, host lost,
+        pod evicted)."""
+        if n < 0:
+            raise ValueError("a counter only goes up")
+        with self._lock:
+            self._lost += n
+
+    def lost(self) -> int:
+        """Executors lost since start (:meth:`count_lost`)."""
+        with self._lock:
+            return self._lost
 
 
 def merge_offsets(

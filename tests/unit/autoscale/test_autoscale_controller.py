@@ -195,6 +195,7 @@ def test_an_executor_lost_between_steps_is_in_the_log_even_once_replaced(
     clock.t += 5
     record = controller.step()
     assert record.running == 1 and record.lost == (("0", "Worker shutting down"),)
+    assert tracker.lost() == 1  # streamscale_executors_lost_total on /metrics
     clock.t += 5
     assert controller.step().lost == ()
     lines = [json.loads(line) for line in (tmp_path / "decisions.jsonl").read_text().splitlines()]

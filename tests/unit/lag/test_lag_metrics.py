@@ -31,6 +31,7 @@ def _tracker() -> LagTracker:
     tracker.set_executors("enrich", target=3, running=2)
     tracker.set_scale_cost("enrich", pause_s=7.9, reloaded=4, priced_s=1.4, base_s=7.8)
     tracker.count_decision("up", "lag")
+    tracker.count_lost()
     return tracker
 
 
@@ -72,6 +73,7 @@ def test_collector_values(registry: CollectorRegistry) -> None:
     assert got[_key("streamscale_executors", query="enrich", state="target")] == 3
     assert got[_key("streamscale_executors", query="enrich", state="running")] == 2
     assert got[_key("streamscale_scaling_decisions_total", direction="up", reason="lag")] == 1
+    assert got[_key("streamscale_executors_lost_total")] == 1
     assert got[_key("streamscale_scale_pause_seconds", query="enrich")] == 7.9
     assert got[_key("streamscale_scale_reloaded_partitions", query="enrich")] == 4
     assert got[_key("streamscale_state_reload_seconds", query="enrich")] == 1.4

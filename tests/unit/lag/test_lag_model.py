@@ -380,6 +380,12 @@ def test_tracker_executors_and_decisions() -> None:
         tracker.set_executors("q", target=-1)
     with pytest.raises(ValueError):
         tracker.count_decision("up", "lag", -1)
+    assert tracker.lost() == 0
+    tracker.count_lost(2)
+    tracker.count_lost()
+    assert tracker.lost() == 3
+    with pytest.raises(ValueError):
+        tracker.count_lost(-1)
 
 
 def test_merge_offsets() -> None:
