@@ -336,7 +336,7 @@ class Controller:
                 self.tracker.count_lost(len(lost))
             for gone in lost:
                 log.warning(
-                    "executor %s lost (%s): %d running, the cluster manager replaces it",
+                    "executor %s lost, not removed by the autoscaler (%s); %d running",
                     gone.id,
                     gone.reason or "no reason given",
                     running,
