@@ -87,7 +87,8 @@ class Driver:
         return found
 
     def wait_hosts(self, count: int, timeout_s: float, avoid: str | None = None) -> dict[str, str]:
-        """Until ``count`` executors run (none on ``avoid``); their hosts."""
+        """Until ``count`` executors run (none on ``avoid``), each with its host known (an
+        executor registers before the status store lists its address); their hosts."""
         seen: dict[str, str] = {}
 
         def ready() -> bool:
@@ -95,7 +96,8 @@ class Driver:
             if not self.process.alive:
                 return True
             seen = self.executor_hosts()
-            return len(seen) == count and avoid not in seen.values()
+            known = "?" not in seen.values()
+            return len(seen) == count and known and avoid not in seen.values()
 
         wait_until(f"{count} executor(s)", ready, timeout_s, step_s=1.0)
         return seen
