@@ -146,6 +146,12 @@ def oracle_fingerprint(duration_s: int | None, scenario: simulator.Scenario) -> 
     return digest.hexdigest()[:16]
 
 
+def oracle_cache(scenario: str) -> Path:
+    """Where the oracle figures of the cluster named ``scenario`` are kept by default."""
+    suffix = "" if scenario == "generic" else f"-{scenario}"
+    return Path(f".streamscale/family-oracle{suffix}.json")
+
+
 def load_oracles(path: Path | None, fingerprint: str) -> dict[int, simulator.Summary]:
     """The oracle figures kept in ``path`` under ``fingerprint`` (none when absent)."""
     if path is None or not path.exists():
@@ -242,8 +248,7 @@ def main() -> int:
         seeds = args.seeds or list(family.EVALUATION_SEEDS)
     base = policy.PolicyConfig(surge_share=args.surge_share, reverse_for_slo=args.reverse_for_slo)
     scenario = simulator.scenario_named(args.scenario)
-    suffix = "" if args.scenario == "generic" else f"-{args.scenario}"
-    kept_in = args.oracle_cache or f".streamscale/family-oracle{suffix}.json"
+    kept_in = args.oracle_cache or str(oracle_cache(args.scenario))
     cache = None if kept_in == "none" else Path(kept_in)
     fingerprint = oracle_fingerprint(args.duration, scenario)
     oracles = load_oracles(cache, fingerprint)

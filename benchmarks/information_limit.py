@@ -43,9 +43,14 @@ import argparse
 import sys
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-from autoscaler_family import load_oracles, oracle_fingerprint, parse_seeds, save_oracles
+from autoscaler_family import (
+    load_oracles,
+    oracle_cache,
+    oracle_fingerprint,
+    parse_seeds,
+    save_oracles,
+)
 from streamscale.autoscale import family, simulator
 
 
@@ -220,8 +225,7 @@ def main() -> int:
         list(family.TUNING_SEEDS) if args.tuning else args.seeds or list(family.EVALUATION_SEEDS)
     )
     scenario = simulator.scenario_named(args.scenario)
-    suffix = "" if args.scenario == "generic" else f"-{args.scenario}"
-    cache = Path(f".streamscale/family-oracle{suffix}.json")
+    cache = oracle_cache(args.scenario)
     fingerprint = oracle_fingerprint(args.duration, scenario)
     oracles = load_oracles(cache, fingerprint)
     started = time.perf_counter()

@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from autoscaler_family import load_oracles, oracle_fingerprint, save_oracles
+from autoscaler_family import load_oracles, oracle_cache, oracle_fingerprint, save_oracles
 from streamscale.autoscale import family, simulator, traces
 from streamscale.autoscale import policy as P
 
@@ -130,8 +130,7 @@ def _oracles(jobs: int) -> dict[str, dict[int, simulator.Summary]]:
     seeds = [s for r in SETS.values() for s in r]
     for name in SCENARIOS:
         scenario = simulator.scenario_named(name)
-        suffix = "" if name == "generic" else f"-{name}"
-        cache = Path(f".streamscale/family-oracle{suffix}.json")
+        cache = oracle_cache(name)
         fingerprint = oracle_fingerprint(None, scenario)
         kept = load_oracles(cache, fingerprint)
         missing = [s for s in seeds if s not in kept]

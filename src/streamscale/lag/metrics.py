@@ -252,8 +252,9 @@ class LagCollector(Collector):
             decisions.add_metric([direction, reason], count)
         lost = families["streamscale_executors_lost"]
         assert isinstance(lost, CounterMetricFamily)
-        if self.tracker.executors() or self.tracker.lost():  # from the autoscaler's first step
-            lost.add_metric([], self.tracker.lost())
+        count = self.tracker.lost()
+        if count or self.tracker.executors():  # from the autoscaler's first step
+            lost.add_metric([], count)
         return list(families.values())
 
     def _add_snapshot(

@@ -58,6 +58,8 @@ MIN_EXECUTORS, MAX_EXECUTORS = 1, 2
 LAG_THRESHOLD = 1_000
 """The lag policy's records of lag per executor: a burst of a few thousand asks for two."""
 PRODUCTS = 1_000
+UNKNOWN_HOST = "?"
+"""An executor registered whose address the status store does not list yet."""
 
 
 @dataclass
@@ -83,7 +85,7 @@ class Driver:
         for item in line.split()[1:]:
             if "@" in item:
                 executor, address = item.split("@", 1)
-                found[executor] = self.hosts.host_of(address) if address else "?"
+                found[executor] = self.hosts.host_of(address) if address else UNKNOWN_HOST
         return found
 
     def wait_hosts(self, count: int, timeout_s: float, avoid: str | None = None) -> dict[str, str]:
@@ -96,7 +98,7 @@ class Driver:
             if not self.process.alive:
                 return True
             seen = self.executor_hosts()
-            known = "?" not in seen.values()
+            known = UNKNOWN_HOST not in seen.values()
             return len(seen) == count and known and avoid not in seen.values()
 
         wait_until(f"{count} executor(s)", ready, timeout_s, step_s=1.0)
@@ -227,6 +229,16 @@ def _replaced(
     return bool(short), back
 
 
+def _lost_in(decisions: list[dict[str, Any]]) -> list[list[str]]:
+    """Every ``[id, reason]`` the decision log names lost."""
+    return [g for d in decisions for g in d.get("lost", ())]
+
+
+def _elsewhere(hosts: dict[str, str], host: str) -> bool:
+    """Whether an executor runs on a host other than ``host``, its address listed."""
+    return any(h not in (host, UNKNOWN_HOST) for h in hosts.values())
+
+
 def worker_partition(
     driver: Driver, *, count: int, rate: float, down_s: float, timeout_s: float
 ) -> FaultResult:
@@ -248,9 +260,7 @@ def worker_partition(
     def replaced() -> bool:
         nonlocal replacement
         replacement = driver.executor_hosts()
-        # an executor on the other host, its address listed (``?``: not yet in the status store)
-        elsewhere = any(h not in (host, "?") for h in replacement.values())
-        return elsewhere or not driver.process.alive
+        return _elsewhere(replacement, host) or not driver.process.alive
 
     # The link stays down at least ``down_s``, and until the capacity is back elsewhere.
     wait_until("an executor on another host", replaced, timeout_s, step_s=1.0)
@@ -264,7 +274,7 @@ def worker_partition(
     result = _result(driver, f"worker host cut off {down_s:.0f} s mid-batch", load, in_flight, t0)
     decisions = driver.decisions()[first:]
     short, back = _replaced(decisions, MIN_EXECUTORS, busy)
-    lost = [g for d in decisions for g in d.get("lost", ())]
+    lost = _lost_in(decisions)
     result.notes.append(
         f"executor {busy} on {host} busy when its link went down; executors {replacement} "
         f"{replaced_s:.0f} s later, when it came back up; decision log: below target {short}, "
@@ -272,7 +282,7 @@ def worker_partition(
     )
     if not (short and back):
         result.errors["autoscaler"] = "the decision log does not show the capacity replaced"
-    if not any(h not in (host, "?") for h in replacement.values()):
+    if not _elsewhere(replacement, host):
         result.errors["replacement"] = f"no executor replaced on the other host: {replacement}"
     return result
 
@@ -351,7 +361,7 @@ def worker_lost(driver: Driver, *, count: int, rate: float, timeout_s: float) ->
     result = _result(driver, "worker host lost for good", load, in_flight, t0)
     decisions = driver.decisions()[first:]
     short, again = _replaced(decisions, MAX_EXECUTORS)
-    lost_logged = [g for d in decisions for g in d.get("lost", ())]
+    lost_logged = _lost_in(decisions)
     result.notes.append(
         f"executors before: {two}; {lost} lost; {MAX_EXECUTORS} back after {back_s:.0f} s: "
         f"{back}; decision log: below target {short}, back {again}, lost {lost_logged}"
