@@ -168,6 +168,9 @@ class Lost:
 
     id: str
     reason: str = ""
+    time_s: float | None = None
+    """When the driver removed it (seconds since the epoch; None: not reported): the batch
+    then in flight is the first its loss slowed (:attr:`.scale_cost.ScaleEvent.lost`)."""
 
     def as_tuple(self) -> tuple[str, str]:
         """``(id, reason)``, as the decision log has it."""
@@ -175,12 +178,12 @@ class Lost:
 
 
 def newly_lost(
-    removed: Mapping[str, str], reported: set[str], killed: set[str]
+    removed: Mapping[str, Lost], reported: set[str], killed: set[str]
 ) -> tuple[Lost, ...]:
-    """The executors of ``removed`` (id -> reason, every executor the driver has seen go)
-    not reported before nor killed by the autoscaler, oldest id first."""
+    """The executors of ``removed`` (by id: every executor the driver has seen go) not
+    reported before nor killed by the autoscaler, oldest id first."""
     fresh = [i for i in removed if i not in reported and i not in killed]
-    return tuple(Lost(i, removed[i]) for i in sorted(fresh, key=_id_order))
+    return tuple(removed[i] for i in sorted(fresh, key=_id_order))
 
 
 def _id_order(executor_id: str) -> tuple[int, str]:
@@ -407,16 +410,21 @@ class SparkActuator:
                 )
         return out
 
-    def removed_executors(self) -> dict[str, str]:
-        """Every executor the driver has seen go (id -> Spark's removal reason), from the
-        status store, which keeps the last ``spark.ui.retainedDeadExecutors`` (100)."""
+    def removed_executors(self) -> dict[str, Lost]:
+        """Every executor the driver has seen go, by id, with Spark's removal reason and
+        time, from the status store, which keeps the last ``spark.ui.retainedDeadExecutors``
+        (100)."""
         out = {}
         for s in self._to_list(self._jsc.statusStore().executorList(False)):
             executor_id = str(s.id())
             if executor_id == "driver" or bool(s.isActive()):
                 continue
-            reason = s.removeReason()
-            out[executor_id] = str(reason.get()) if reason.isDefined() else ""
+            reason, removed = s.removeReason(), s.removeTime()
+            out[executor_id] = Lost(
+                executor_id,
+                str(reason.get()) if reason.isDefined() else "",
+                removed.get().getTime() / 1000.0 if removed.isDefined() else None,
+            )
         return out
 
     def lost(self) -> tuple[Lost, ...]:
@@ -598,10 +606,11 @@ class FakeActuator:
     _pending: int | None = None
     _countdown: int = 0
 
-    def lose_executor(self, reason: str = "worker lost") -> None:
-        """The newest executor crashes: one fewer runs until an :meth:`apply` replaces it."""
+    def lose_executor(self, reason: str = "worker lost", time_s: float | None = None) -> None:
+        """The newest executor crashes (at ``time_s``, when given): one fewer runs until an
+        :meth:`apply` replaces it."""
         self.current -= 1
-        self.gone.append(Lost(str(self.current), reason))
+        self.gone.append(Lost(str(self.current), reason, time_s))
 
     def lost(self) -> tuple[Lost, ...]:
         found, self.gone = tuple(self.gone), []

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, Protocol
 
-from streamscale.autoscale.actuator import Actuator, ApplyResult, describe_removed
+from streamscale.autoscale.actuator import Actuator, ApplyResult, Lost, describe_removed
 from streamscale.autoscale.capacity import UNKNOWN as UNKNOWN_CAPACITY
 from streamscale.autoscale.policy import (
     BatchSample,
@@ -76,6 +76,8 @@ class SnapshotSource(Protocol):
     def set_scale_cost(
         self, query: str, *, pause_s: float, reloaded: int, priced_s: float, base_s: float
     ) -> None: ...
+
+    def set_loss_cost(self, query: str, *, pause_s: float, reloaded: int) -> None: ...
 
 
 EVENT_MAX_AGE_S = 600.0
@@ -127,7 +129,8 @@ class DecisionRecord:
     """Tasks a batch can run at once: the useful executor count is this / executor cores."""
     scale_costs: tuple[dict[str, float | int], ...] = ()
     """Scale events whose cost was measured at this step (:class:`.scale_cost.ScaleCost`):
-    the pause each caused over the batches after it and the state they reloaded."""
+    the pause each caused over the batches after it and the state they reloaded; executors
+    lost (``lost`` true) from the batch in flight then."""
     state_reload_s: float | None = None
     """Seconds to reload the whole state this step priced a change with (measured on the
     last changes; a change pauses ``restart_pause_s`` plus this times the share it moves)."""
@@ -341,6 +344,8 @@ class Controller:
                     gone.reason or "no reason given",
                     running,
                 )
+            if lost:
+                self._events.append(self._loss(lost, running, now))
             if self.target is None:
                 self.target = running
             pending = max(0, self.target - running)
@@ -404,6 +409,21 @@ class Controller:
         """Seconds to reload the whole state elsewhere, priced into the next change."""
         return self.price.reload_s
 
+    def _loss(self, lost: tuple[Lost, ...], running: int, now: float) -> ScaleEvent:
+        """The scale event of executors lost: from the count the last step saw (or the one
+        running now plus the lost), at the driver's first removal time, measured against the
+        last capacity a decision knew."""
+        before = self.records[-1].running if self.records else running + len(lost)
+        times = [g.time_s for g in lost if g.time_s is not None]
+        return ScaleEvent(
+            min(times, default=now),
+            before,
+            max(0, before - len(lost)),
+            self._known_capacity,
+            self.state_bytes,
+            lost=True,
+        )
+
     def _measure(self, snapshots: dict[str, QuerySnapshot | None], running: int) -> list[ScaleCost]:
         """Close the scale events whose following batches have run: their measured costs."""
         if not self._events:
@@ -433,8 +453,9 @@ class Controller:
             measured.append(cost)
             self.costs.append(cost)
             log.info(
-                "scale %d -> %d cost a pause of %.1f s over %d batches (%d state stores "
+                "%s %d -> %d cost a pause of %.1f s over %d batches (%d state stores "
                 "reloaded in %.1f s)",
+                "executors lost," if cost.lost else "scale",
                 cost.before,
                 cost.after,
                 cost.pause_s,
@@ -576,14 +597,20 @@ class Controller:
             self.tracker.set_capacity(
                 name, fixed_cost_s=record.fixed_cost_s, executor_rate=record.executor_rate
             )
-            if self.costs:
-                last = self.costs[-1]
+            changes = [c for c in self.costs if not c.lost]
+            if changes:
+                last = changes[-1]
                 self.tracker.set_scale_cost(
                     name,
                     pause_s=last.pause_s,
                     reloaded=last.reloaded,
                     priced_s=priced.reload_s,
                     base_s=priced.base_s,
+                )
+            losses = [c for c in self.costs if c.lost]
+            if losses:
+                self.tracker.set_loss_cost(
+                    name, pause_s=losses[-1].pause_s, reloaded=losses[-1].reloaded
                 )
         self.tracker.count_decision(record.direction, record.reason)
         if record.outcome != "held":

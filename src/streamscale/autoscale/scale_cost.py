@@ -12,7 +12,9 @@ that started after the change, with the state the stateful operators reloaded me
 Pure: no Spark, no I/O. The controller opens a :class:`ScaleEvent` when it applies a change,
 and prices the next change from the measured pauses (:func:`price`): only the part of a pause
 its stateful operators spent loading state grows with the state; the rest (executors joining,
-Python workers starting, tasks rescheduled) is the change's own.
+Python workers starting, tasks rescheduled) is the change's own. It also opens one when an
+executor is lost (a crash, a host cut off: :attr:`ScaleEvent.lost`): what the loss cost is
+measured and reported the same way, and priced into no change.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ class ScaleEvent:
     state_bytes: float = 0.0
     """The query's state size when the change was applied (0: unknown or stateless): what
     the measured reload is priced against (:func:`reload_estimate`)."""
+    lost: bool = False
+    """Nobody decided it: ``before - after`` executors were lost at ``time_s`` (the driver's
+    removal time). The batch in flight then counts too: its tasks on the lost executors ran
+    again elsewhere, after the cluster noticed the loss."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,8 @@ class ScaleCost:
     bytes_copied: int
     state_bytes: float = 0.0
     """The state's size at the change (:attr:`ScaleEvent.state_bytes`)."""
+    lost: bool = False
+    """The cost of executors lost (:attr:`ScaleEvent.lost`), not of a change."""
 
     @property
     def state_s(self) -> float:
@@ -102,6 +110,7 @@ class ScaleCost:
             load_s=float(record.get("load_s", 0.0)),
             bytes_copied=int(record.get("bytes_copied", 0)),
             state_bytes=float(record.get("state_bytes", 0.0)),
+            lost=bool(record.get("lost", False)),
         )
 
     def as_dict(self) -> dict[str, float | int]:
@@ -115,6 +124,7 @@ class ScaleCost:
             "load_s": round(self.load_s, 3),
             "bytes_copied": self.bytes_copied,
             "state_bytes": round(self.state_bytes),
+            "lost": self.lost,
         }
 
 
@@ -126,8 +136,9 @@ change was decided on a lower bound of the capacity (fixed cost unknown)."""
 def measure(
     event: ScaleEvent, batches: Sequence[BatchCost], window: int = WINDOW, settle: int = SETTLE
 ) -> ScaleCost | None:
-    """The cost of ``event`` once ``window`` batches started after it; None before that, or
-    when there was no steady fit to measure against (a pause is never made up).
+    """The cost of ``event`` once ``window`` batches started after it (for executors lost,
+    ran after it: the batch in flight first); None before that, or when there was no steady
+    fit to measure against (a pause is never made up).
 
     A change decided on a lower bound of the capacity (:attr:`.CapacityMethod.LOWER_BOUND`:
     the rate of batches at the limit, their fixed cost taken as 0) waits for ``settle`` more
@@ -135,7 +146,10 @@ def measure(
     the fixed cost the bound leaves out (the median), added to the bound's prediction. Measured
     against the bound alone, every batch's fixed cost counted as pause (on the demo's state
     store, about 3 s a batch whatever its size)."""
-    after = sorted((b for b in batches if b.started_s >= event.time_s), key=lambda b: b.started_s)
+    after = sorted(
+        (b for b in batches if _after(event, b)),
+        key=lambda b: b.started_s,
+    )
     capacity = event.capacity
     if len(after) < window or not capacity.known:
         return None
@@ -162,7 +176,16 @@ def measure(
         load_s=sum(b.load_s for b in counted),
         bytes_copied=sum(b.bytes_copied for b in counted),
         state_bytes=event.state_bytes,
+        lost=event.lost,
     )
+
+
+def _after(event: ScaleEvent, batch: BatchCost) -> bool:
+    """Whether ``batch`` pays for ``event``: it started after it, or ran when executors were
+    lost (the batch in flight)."""
+    if batch.started_s >= event.time_s:
+        return True
+    return event.lost and batch.started_s + batch.busy_s > event.time_s
 
 
 def moved_share(before: int, after: int) -> float:
@@ -191,13 +214,15 @@ def price(costs: Sequence[ScaleCost], base_s: float, state_bytes: float = 0.0) -
     """The price of the next change from the last three measured ``costs``: their base parts'
     mean (:attr:`ScaleCost.base_s`; ``base_s``, the configured pause, before any), and the
     whole state's reload from their state parts (:attr:`ScaleCost.state_s`) over the share
-    each moved, scaled by the state's growth since (:func:`reload_estimate`).
+    each moved, scaled by the state's growth since (:func:`reload_estimate`). Executors lost
+    (:attr:`ScaleCost.lost`) price nothing: their pause holds the time the cluster took to
+    notice the loss (a heartbeat timeout, for a host cut off), which no change pays.
 
     Split so because a pause mostly made of executors starting says nothing about the state:
     priced whole as reload and scaled by the state's growth, the demo's first scale-out (7.9 s,
     of which 0.05 s loading state) priced a whole reload at 83 s once the state had grown
     14-fold, and at up to 159 s later in the run."""
-    recent = [c for c in costs if c.before != c.after][-3:]
+    recent = [c for c in costs if c.before != c.after and not c.lost][-3:]
     if not recent:
         return Price(base_s, 0.0)
     reload_s = reload_estimate(

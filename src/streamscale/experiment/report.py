@@ -322,6 +322,8 @@ def state_moves(decisions: Decisions, start_epoch: float | None = None) -> list[
         changes.append((math.inf if epoch_t is None else epoch_t, move))
     taken: set[int] = set()
     for cost in costs:
+        if cost.get("lost"):
+            continue  # executors lost: no applied change of the log
         candidates = [
             (abs(epoch - float(cost["time"])), i)
             for i, (epoch, m) in enumerate(changes)

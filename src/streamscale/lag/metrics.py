@@ -148,6 +148,12 @@ def _families() -> dict[str, Metric]:
             ["query"],
         ),
         (
+            "streamscale_executors_lost_pause_seconds",
+            "Pause the last executors lost caused a query (batch time above the fit, the "
+            "batch in flight included).",
+            ["query"],
+        ),
+        (
             "streamscale_scale_base_pause_seconds",
             "Pause of a change that does not grow with the state (executors and workers "
             "starting), as the autoscaler prices it.",
@@ -246,6 +252,8 @@ class LagCollector(Collector):
             add("streamscale_scale_reloaded_partitions", [query], reloaded)
             add("streamscale_state_reload_seconds", [query], priced_s)
             add("streamscale_scale_base_pause_seconds", [query], base_s)
+        for query, (pause_s, _) in sorted(self.tracker.loss_costs().items()):
+            add("streamscale_executors_lost_pause_seconds", [query], pause_s)
         decisions = families["streamscale_scaling_decisions"]
         assert isinstance(decisions, CounterMetricFamily)
         for (direction, reason), count in sorted(self.tracker.decisions().items()):

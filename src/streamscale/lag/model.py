@@ -477,6 +477,7 @@ class LagTracker:
         self._lost = 0
         self._capacity: dict[str, tuple[float | None, float | None]] = {}
         self._scale_cost: dict[str, tuple[float, int, float, float]] = {}
+        self._loss_cost: dict[str, tuple[float, int]] = {}
 
     # samples ------------------------------------------------------------------------------
     def ingest(self, sample: ProgressSample) -> None:
@@ -534,6 +535,7 @@ class LagTracker:
             self._executors.pop(query, None)
             self._capacity.pop(query, None)
             self._scale_cost.pop(query, None)
+            self._loss_cost.pop(query, None)
 
     def queries(self) -> list[str]:
         with self._lock:
@@ -643,6 +645,17 @@ class LagTracker:
         base pause s priced next)}``."""
         with self._lock:
             return dict(self._scale_cost)
+
+    def set_loss_cost(self, query: str, *, pause_s: float, reloaded: int) -> None:
+        """Record what the last executors lost cost a query, as the autoscaler measured it:
+        its pause (the batch in flight included) and the state stores reloaded."""
+        with self._lock:
+            self._loss_cost[query] = (pause_s, reloaded)
+
+    def loss_costs(self) -> dict[str, tuple[float, int]]:
+        """``{query: (last loss's pause s, state stores reloaded)}``."""
+        with self._lock:
+            return dict(self._loss_cost)
 
     def count_decision(self, direction: str, reason: str, n: int = 1) -> None:
         """Count a scaling decision (direction up|down|none, reason free text, low cardinality)."""

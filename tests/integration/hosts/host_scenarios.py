@@ -234,6 +234,11 @@ def _lost_in(decisions: list[dict[str, Any]]) -> list[list[str]]:
     return [g for d in decisions for g in d.get("lost", ())]
 
 
+def _loss_costs(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every measured cost of executors lost the decision log gives (``lost`` true)."""
+    return [c for d in decisions for c in d.get("scale_costs", ()) if c.get("lost")]
+
+
 def _elsewhere(hosts: dict[str, str], host: str) -> bool:
     """Whether an executor runs on a host other than ``host``, its address listed."""
     return any(h not in (host, UNKNOWN_HOST) for h in hosts.values())
@@ -278,7 +283,7 @@ def worker_partition(
     result.notes.append(
         f"executor {busy} on {host} busy when its link went down; executors {replacement} "
         f"{replaced_s:.0f} s later, when it came back up; decision log: below target {short}, "
-        f"back {back}, lost {lost}"
+        f"back {back}, lost {lost}, its cost {_loss_costs(decisions)}"
     )
     if not (short and back):
         result.errors["autoscaler"] = "the decision log does not show the capacity replaced"
@@ -364,7 +369,8 @@ def worker_lost(driver: Driver, *, count: int, rate: float, timeout_s: float) ->
     lost_logged = _lost_in(decisions)
     result.notes.append(
         f"executors before: {two}; {lost} lost; {MAX_EXECUTORS} back after {back_s:.0f} s: "
-        f"{back}; decision log: below target {short}, back {again}, lost {lost_logged}"
+        f"{back}; decision log: below target {short}, back {again}, lost {lost_logged}, "
+        f"its cost {_loss_costs(decisions)}"
     )
     if set(back.values()) & {lost}:
         result.errors["replacement"] = f"executors still on the lost host: {back}"

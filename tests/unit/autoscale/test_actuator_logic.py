@@ -430,25 +430,29 @@ def test_fake_failure_changes_nothing() -> None:
     assert fake.running() == 2
 
 
+def _gone(reasons: dict[str, str]) -> dict[str, Lost]:
+    return {i: Lost(i, reason, 100.0) for i, reason in reasons.items()}
+
+
 @pytest.mark.parametrize(
     ("removed", "reported", "killed", "expected"),
     [
         ({}, set(), set(), ()),
-        ({"2": "worker lost"}, set(), set(), (Lost("2", "worker lost"),)),
+        ({"2": "worker lost"}, set(), set(), (Lost("2", "worker lost", 100.0),)),
         ({"2": "worker lost"}, {"2"}, set(), ()),  # each once
         ({"2": "Executor killed by driver."}, set(), {"2"}, ()),  # the autoscaler's own
         (
             {"10": "a", "9": "b", "x": ""},
             set(),
             set(),
-            (Lost("9", "b"), Lost("10", "a"), Lost("x")),
+            (Lost("9", "b", 100.0), Lost("10", "a", 100.0), Lost("x", "", 100.0)),
         ),
     ],
 )
 def test_newly_lost(
     removed: dict[str, str], reported: set[str], killed: set[str], expected: tuple[Lost, ...]
 ) -> None:
-    assert newly_lost(removed, reported, killed) == expected
+    assert newly_lost(_gone(removed), reported, killed) == expected
 
 
 class _LosingActuator(_OfflineActuator):
@@ -458,8 +462,8 @@ class _LosingActuator(_OfflineActuator):
         super().__init__(dict)
         self.gone: dict[str, str] = {}
 
-    def removed_executors(self) -> dict[str, str]:
-        return dict(self.gone)
+    def removed_executors(self) -> dict[str, Lost]:
+        return _gone(self.gone)
 
 
 def test_spark_actuator_reports_executors_it_did_not_kill_once() -> None:
@@ -469,5 +473,5 @@ def test_spark_actuator_reports_executors_it_did_not_kill_once() -> None:
     actuator.apply(2)  # kills one of the three
     (victim,) = actuator.kills[0]
     actuator.gone |= {victim: "Executor killed by driver.", "0": "Worker shutting down"}
-    assert actuator.lost() == (Lost("0", "Worker shutting down"),)
+    assert actuator.lost() == (Lost("0", "Worker shutting down", 100.0),)
     assert actuator.lost() == ()

@@ -125,6 +125,25 @@ def test_not_measured_before_the_window_or_without_a_fit() -> None:
     assert measure(ScaleEvent(10.0, 1, 2, UNKNOWN), [*two, batch(14, 3.0)]) is None
 
 
+def test_executors_lost_count_the_batch_in_flight_and_price_no_change() -> None:
+    """A loss is measured from the batch that ran when the driver removed the executor (its
+    tasks there ran again elsewhere); a change's measure leaves that batch out. The loss
+    prices no change: its pause holds the time the cluster took to notice it."""
+    over = batch(4, 1.5)  # over before the loss
+    in_flight = batch(8, 9.0, loaded=2, load_s=1.0)  # 7.5 s above the fit
+    after = [batch(17, 1.5), batch(19, 1.5), batch(21, 1.5)]
+    lost = measure(ScaleEvent(10.0, 2, 1, FIT, lost=True), [over, in_flight, *after])
+    assert lost is not None and lost.lost
+    assert (lost.pause_s, lost.reloaded, lost.batches) == (pytest.approx(7.5), 2, 3)
+    change = measure(ScaleEvent(10.0, 2, 1, FIT), [over, in_flight, *after])
+    assert change is not None and not change.lost and change.pause_s == pytest.approx(0.0)
+    assert ScaleCost.from_dict(lost.as_dict()) == lost
+    assert price([lost], 5.0) == Price(5.0, 0.0)
+    assert price([cost(8.0, load=1.0, size=1e6), lost], 5.0, 1e6) == price(
+        [cost(8.0, load=1.0, size=1e6)], 5.0, 1e6
+    )
+
+
 @given(st.lists(st.floats(0.0, 30.0), min_size=3, max_size=10), st.integers(1, 8))
 def test_the_pause_is_never_negative_nor_above_the_busy_time(busy: list[float], n: int) -> None:
     batches = [batch(10.0 + i, b, executors=n) for i, b in enumerate(busy)]
@@ -354,6 +373,39 @@ def test_the_controller_prices_the_reload_for_the_state_size_now() -> None:
     assert controller.price.base_s == pytest.approx(base)  # the base does not grow
 
 
+def test_the_controller_measures_executors_lost_and_prices_no_change_with_them(
+    tmp_path: Path,
+) -> None:
+    """An executor lost mid-batch: the decision log gives its cost (the batch in flight and
+    the next two, the state they reloaded) as a scale event marked ``lost``, /metrics its
+    pause; the next change is still priced from changes only."""
+    fed = FedController(tmp_path / "d.jsonl")
+    controller = fed.controller
+    fed.backlog()
+    assert controller.step().direction == "up"
+    fed.feed(6.0 + 1.25, 4000, 300_000)
+    fed.feed(0.5 + 0.5, 1000, 280_000)
+    fed.feed(0.5 + 2.0, 4000, 260_000)
+    priced = controller.step().restart_pause_s
+    assert fed.actuator.running() == 2
+    # lost 1 s into the next batch, which runs 4 s over the fit and reloads 2 state stores
+    fed.actuator.lose_executor("Command exited with code 137", time_s=fed.clock + 1.0)
+    record = controller.step()
+    assert record.lost == (("1", "Command exited with code 137"),)
+    assert record.scale_costs == ()
+    fed.feed(4.0 + 0.5 + 4.0, 4000, 240_000, loaded=2, load_s=1.5)
+    fed.feed(0.5 + 1.0, 1000, 230_000)
+    fed.feed(0.5 + 1.0, 1000, 220_000)
+    record = controller.step()
+    (measured,) = record.scale_costs
+    assert (measured["before"], measured["after"], measured["lost"]) == (2, 1, True)
+    assert measured["reloaded"] == 2 and float(measured["pause_s"]) == pytest.approx(4.0)
+    assert record.restart_pause_s == priced and record.state_reload_s == 0.0
+    assert fed.tracker.loss_costs()["q"] == (pytest.approx(4.0), 2)
+    assert fed.tracker.scale_costs()["q"][0] != pytest.approx(4.0)  # the change's, kept
+    assert '"lost":true' in (tmp_path / "d.jsonl").read_text()
+
+
 def test_the_simulator_calibrates_the_state_reload_from_a_decision_log() -> None:
     """As the controller prices it: from the time each change's stateful operators spent
     loading state, over the share of the state it moved; the rest of a pause is no reload."""
@@ -370,12 +422,15 @@ def test_the_simulator_calibrates_the_state_reload_from_a_decision_log() -> None
         record(20.0, [{"pause_s": 25.0, "before": 4, "after": 2, "load_s": 20.0}]),
         # a pause of executors starting, nothing loaded: no reload
         record(30.0, [{"pause_s": 8.0, "before": 2, "after": 3}]),
+        # an executor lost: its reload is no change's
+        record(40.0, [{"pause_s": 30.0, "before": 3, "after": 2, "load_s": 30.0, "lost": True}]),
     ]
     calibration = simulator.calibrate(log)
     assert [(c.pause_s, c.before, c.after, c.state_s) for c in calibration.pauses] == [
         (15.0, 1, 2, 10.0),
         (25.0, 4, 2, 20.0),
         (8.0, 2, 3, 0.0),
+        (30.0, 3, 2, 30.0),
     ]
     model = simulator.ClusterModel(rescale_pause_s=5)
     fitted = simulator.Calibration(FIT, 6, None, None, calibration.pauses).apply(model)

@@ -272,6 +272,19 @@ def applied(t: float, before: int, after: int, **fields: Any) -> dict[str, Any]:
             id="the same counts twice: the nearest in time",
         ),
         pytest.param(
+            [
+                applied(10, 2, 1),
+                {
+                    **applied(20, 1, 1),
+                    "outcome": "held",
+                    "direction": "none",
+                    "scale_costs": [{**cost(12.0, 2, 1, 30.0), "lost": True}],
+                },
+            ],
+            [(10.0, 2, 1, None, 0)],
+            id="executors lost are no change of the log",
+        ),
+        pytest.param(
             [{**applied(10, 1, 2), "outcome": "failed"}],
             [],
             id="a failed change moved nothing",

@@ -32,6 +32,7 @@ def _tracker() -> LagTracker:
     tracker.set_scale_cost("enrich", pause_s=7.9, reloaded=4, priced_s=1.4, base_s=7.8)
     tracker.count_decision("up", "lag")
     tracker.count_lost()
+    tracker.set_loss_cost("enrich", pause_s=12.5, reloaded=3)
     return tracker
 
 
@@ -78,6 +79,7 @@ def test_collector_values(registry: CollectorRegistry) -> None:
     assert got[_key("streamscale_scale_reloaded_partitions", query="enrich")] == 4
     assert got[_key("streamscale_state_reload_seconds", query="enrich")] == 1.4
     assert got[_key("streamscale_scale_base_pause_seconds", query="enrich")] == 7.8
+    assert got[_key("streamscale_executors_lost_pause_seconds", query="enrich")] == 12.5
     assert got[_key("streamscale_batch_duration_seconds_count", query="enrich")] == 2
     assert got[_key("streamscale_batch_duration_seconds_sum", query="enrich")] == pytest.approx(1.6)
     assert got[_key("streamscale_batch_duration_seconds_bucket", query="enrich", le="0.5")] == 0
