@@ -98,7 +98,11 @@ rescale pause grows with the state (issue 23: the cost of a change, priced):
   pause included, keeps the objective — where the state's reload is what would break it;
 - *a change is worth its pause or is not made* (:func:`not_worth_its_pause`,
   ``hold_pause_cost``): a scale-up that would not lower the predicted time lag, its start and
-  pause counted, while the running count carries the input.
+  pause counted, while the running count carries the input; and, while it falls short of
+  the input, one predicted to break the objective where holding is predicted to keep it
+  (a top-up whose state reload, at a time lag already near the objective, is what breaks
+  it). A held shortfall is checked again at every decision and topped up once holding,
+  too, is predicted to break the objective.
 
 An opt-in rule trades executors for safety against surges (``surge_share``, 0 by default,
 :func:`surge_holds`): a scale-down keeps the count that rides out a surge of that share of
@@ -757,14 +761,17 @@ def not_worth_its_pause(
     """``rate``: a scale-up to ``wanted`` would not lower the predicted peak time lag (a
     batch cycle included), its executors' start and its pause (the state it moves, priced)
     counted, while the running count carries the input: the change costs more latency than
-    it saves. The input is the recent average when it is below the long one (a surge that
-    has ended: its records are in the backlog already, not to come again)."""
+    it saves. A count short of the input is held only where the change is predicted to
+    break the time-lag objective and holding to keep it: a shortfall grows the time lag
+    without end, so a lower peak over the horizon alone would hold it for ever. The input is
+    the recent average when it is below the long one (a surge that has ended: its records
+    are in the backlog already, not to come again)."""
     if obs.time_lag_s is None:  # the latency is compared only where it is measured
         return False
     recent = obs.recent_input_rate
     now = obs if recent is None or recent >= obs.input_rate else _with_input(obs, recent)
     current = obs.executors
-    if now.arrival_rate <= 0 or _saturated(config, now, capacity, current) < now.arrival_rate:
+    if now.arrival_rate <= 0:
         return False
     pause = pause_for(config.restart_pause_s, config.state_reload_s, current, wanted)
     horizon = config.scale_up_delay_s + pause + config.slo_horizon_s
@@ -773,6 +780,8 @@ def not_worth_its_pause(
         lag = predicted_peak_time_lag(config, now, capacity, n, horizon_s=horizon)
         return lag + batch_cycle_s(config, now, capacity, n)
 
+    if _saturated(config, now, capacity, current) < now.arrival_rate:
+        return peak(current) <= config.urgent_time_lag_s < peak(wanted)
     return peak(current) <= peak(wanted)
 
 

@@ -1285,6 +1285,13 @@ def test_a_scale_up_remembers_the_input_it_was_for() -> None:
         (budget_obs(3, 2600, 25.0, lag=100_000), 6, False),
         # the time lag unknown: nothing to compare
         (budget_obs(5, 5300, None, lag=90_000, recent_input_rate=3300), 7, False),
+        # 5 executors carry 4 444/s of 4 500/s, 23 s behind: holding is predicted to keep
+        # the objective (28.5 s), the top-up's start and pause to break it (30.2 s)
+        (budget_obs(5, 4500, 23.0, lag=103_500), 6, True),
+        # 25 s behind, holding breaks it too (30.5 s): a shortfall only grows, top up
+        (budget_obs(5, 4500, 25.0, lag=112_500), 6, False),
+        # 20 s behind, the top-up keeps it (27.2 s): made
+        (budget_obs(5, 4500, 20.0, lag=90_000), 6, False),
     ],
 )
 def test_not_worth_its_pause(observation: Observation, wanted: int, expected: bool) -> None:
