@@ -146,10 +146,7 @@ def measure(
     the fixed cost the bound leaves out (the median), added to the bound's prediction. Measured
     against the bound alone, every batch's fixed cost counted as pause (on the demo's state
     store, about 3 s a batch whatever its size)."""
-    after = sorted(
-        (b for b in batches if _after(event, b)),
-        key=lambda b: b.started_s,
-    )
+    after = sorted((b for b in batches if _after(event, b)), key=lambda b: b.started_s)
     capacity = event.capacity
     if len(after) < window or not capacity.known:
         return None
