@@ -588,6 +588,8 @@ class Controller:
 
     def _emit(self, record: DecisionRecord, priced: Price) -> None:
         self.records.append(record)
+        change = next((c for c in reversed(self.costs) if not c.lost), None)
+        loss = next((c for c in reversed(self.costs) if c.lost), None)
         for name in self._served:
             self.tracker.set_executors(
                 name,
@@ -597,21 +599,16 @@ class Controller:
             self.tracker.set_capacity(
                 name, fixed_cost_s=record.fixed_cost_s, executor_rate=record.executor_rate
             )
-            changes = [c for c in self.costs if not c.lost]
-            if changes:
-                last = changes[-1]
+            if change is not None:
                 self.tracker.set_scale_cost(
                     name,
-                    pause_s=last.pause_s,
-                    reloaded=last.reloaded,
+                    pause_s=change.pause_s,
+                    reloaded=change.reloaded,
                     priced_s=priced.reload_s,
                     base_s=priced.base_s,
                 )
-            losses = [c for c in self.costs if c.lost]
-            if losses:
-                self.tracker.set_loss_cost(
-                    name, pause_s=losses[-1].pause_s, reloaded=losses[-1].reloaded
-                )
+            if loss is not None:
+                self.tracker.set_loss_cost(name, pause_s=loss.pause_s, reloaded=loss.reloaded)
         self.tracker.count_decision(record.direction, record.reason)
         if record.outcome != "held":
             log.info(

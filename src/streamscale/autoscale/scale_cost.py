@@ -84,6 +84,12 @@ class ScaleCost:
     """The cost of executors lost (:attr:`ScaleEvent.lost`), not of a change."""
 
     @property
+    def prices(self) -> bool:
+        """Whether the next change is priced from it: a change that moved executors, not
+        executors lost (whose pause holds the time the cluster took to notice the loss)."""
+        return self.before != self.after and not self.lost
+
+    @property
     def state_s(self) -> float:
         """The part of the pause spent loading state: the stateful operators' measured load
         time (``rocksdbLoadLatencyMs``, summed over their tasks: a bound of what it added to
@@ -219,7 +225,7 @@ def price(costs: Sequence[ScaleCost], base_s: float, state_bytes: float = 0.0) -
     priced whole as reload and scaled by the state's growth, the demo's first scale-out (7.9 s,
     of which 0.05 s loading state) priced a whole reload at 83 s once the state had grown
     14-fold, and at up to 159 s later in the run."""
-    recent = [c for c in costs if c.before != c.after and not c.lost][-3:]
+    recent = [c for c in costs if c.prices][-3:]
     if not recent:
         return Price(base_s, 0.0)
     reload_s = reload_estimate(

@@ -1002,12 +1002,11 @@ class Calibration:
         if self.start_delay_s is not None:
             changes["start_delay_s"] = max(0, round(self.start_delay_s))
         if self.pauses:
-            # every measured change's whole-state reload, from the state it loaded (executors
-            # lost price nothing, as in the controller: scale_cost.price)
+            # every measured change's whole-state reload, from the state it loaded
             estimates = [
                 reload_estimate([(c.state_s, c.before, c.after)], 0.0)
                 for c in self.pauses
-                if c.before != c.after and not c.lost
+                if c.prices
             ]
             if estimates:
                 changes["state_reload_s"] = statistics.mean(estimates)
