@@ -67,7 +67,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from streamscale.autoscale import family, policy
+from streamscale.autoscale import family, peers, policy
 from streamscale.autoscale.capacity import BatchSample, Capacity, CapacityMethod, fit
 from streamscale.autoscale.scale_cost import ScaleCost, pause_for, reload_estimate
 from streamscale.autoscale.traces import Trace, from_decision_log
@@ -234,11 +234,12 @@ class Plan:
         return Plan(late, f"{self.name} {ticks} late")
 
 
-Strategy = policy.PolicyConfig | Fixed | Plan
+Strategy = policy.PolicyConfig | Fixed | Plan | peers.Peer[Any, Any]
 
 
 def strategy_name(strategy: Strategy) -> str:
-    """``rate``, ``lag``, ``fixed:N`` or the plan's name."""
+    """``rate``, ``lag``, ``fixed:N``, a peer's name (:data:`.peers.PEER_NAMES`) or the
+    plan's name."""
     if isinstance(strategy, policy.PolicyConfig):
         return strategy.kind.value
     return strategy.name
@@ -553,6 +554,8 @@ def _decider(strategy: Strategy, model: ClusterModel, first_rate: float) -> tupl
             )
 
         return plan[0], follow
+    if isinstance(strategy, peers.Peer):
+        return _peer_decider(strategy, model, first_rate)
     config = strategy
     if model.cold_start:
         initial = max(1, config.min_executors)
@@ -573,6 +576,27 @@ def _decider(strategy: Strategy, model: ClusterModel, first_rate: float) -> tupl
             decision.reason.value,
             None if fit is None else fit.fixed_cost_s,
             None if fit is None else fit.rate,
+        )
+
+    return initial, decide
+
+
+def _peer_decider(
+    peer: peers.Peer[Any, Any], model: ClusterModel, first_rate: float
+) -> tuple[int, Decider]:
+    """A peer starts where ``rate`` starts (the count a cluster sized for the trace's first
+    rate runs, or ``min_executors`` on a cold start), then decides with its own rule."""
+    base: policy.PolicyConfig = peer.config.base
+    initial = max(1, base.min_executors)
+    if not model.cold_start:
+        initial = _warm_start(replace(base, kind=policy.PolicyKind.RATE), model, first_rate)
+    state = peer.state
+
+    def decide(obs: policy.Observation, reload_s: float) -> SimDecision:
+        nonlocal state
+        decision, state = peer.decide(peer.config, state, obs)
+        return SimDecision(
+            int(obs.now_s), decision.current, decision.desired, decision.reason.value
         )
 
     return initial, decide
@@ -849,13 +873,17 @@ def _greedy(
 
 
 def resolve(name: str, config: policy.PolicyConfig, trace: Trace, model: ClusterModel) -> Strategy:
-    """A strategy from its CLI name: ``rate``, ``lag``, ``fixed:N`` or ``oracle``.
+    """A strategy from its CLI name: ``rate``, ``lag``, a peer (:data:`.peers.PEER_NAMES`),
+    ``fixed:N`` or ``oracle``.
 
-    ``rate`` and ``lag`` use ``config`` with its kind replaced; ``oracle`` is computed for
+    ``rate`` and ``lag`` use ``config`` with its kind replaced; a peer runs within its
+    bounds, with what the cluster measured (:func:`.peers.named`); ``oracle`` is computed for
     ``trace`` within the config's bounds. Raises ValueError with a one-line message.
     """
     if name in ("rate", "lag"):
         return replace(config, kind=policy.PolicyKind(name))
+    if name in peers.PEER_NAMES:
+        return peers.named(name, config, model.executor_rate)
     if name == "oracle":
         return oracle(trace, model, config.min_executors, config.max_executors)
     if name.startswith("fixed:"):
@@ -866,13 +894,16 @@ def resolve(name: str, config: policy.PolicyConfig, trace: Trace, model: Cluster
         if n < 1:
             raise ConfigError(f"{name}: fixed:N needs a whole number of executors >= 1")
         return Fixed(n)
-    raise ConfigError(f"{name}: unknown policy (rate, lag, fixed:N, oracle)")
+    known = ", ".join(("rate", "lag", *peers.PEER_NAMES, "fixed:N", "oracle"))
+    raise ConfigError(f"{name}: unknown policy ({known})")
 
 
 def comparison_names(config: policy.PolicyConfig) -> tuple[str, ...]:
-    """Every strategy of a side-by-side comparison, oracle last."""
+    """Every strategy of a side-by-side comparison: ``rate``, ``lag``, the peers, the fixed
+    counts at the bounds, the oracle last."""
     low = max(1, config.min_executors)
-    return ("rate", "lag", f"fixed:{low}", f"fixed:{config.max_executors}", "oracle")
+    fixed = (f"fixed:{low}", f"fixed:{config.max_executors}")
+    return ("rate", "lag", *peers.PEER_NAMES, *fixed, "oracle")
 
 
 # --- scenarios and calibration ----------------------------------------------------------

@@ -298,7 +298,7 @@ def _print_table(trace_name: str, results: list[simulator.SimResult]) -> None:
         table.add_row(*row)
     console = Console()
     if not console.is_terminal:
-        console = Console(width=132)
+        console = Console(width=150)
     console.print(table)
 
 

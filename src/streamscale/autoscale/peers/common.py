@@ -1,0 +1,54 @@
+"""What every peer shares: its bounds, its view of the recent micro-batches, its decision."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from streamscale.autoscale import policy
+from streamscale.autoscale.capacity import BatchSample
+
+
+def clamp(base: policy.PolicyConfig, obs: policy.Observation, count: float) -> int:
+    """``count`` rounded up and brought within ``[min_executors, upper_bound]``: the same
+    bounds as ``rate``'s (``max_executors`` capped by the tasks a batch can run at once)."""
+    whole = math.ceil(count - 1e-9) if math.isfinite(count) else base.max_executors
+    return max(base.min_executors, min(policy.upper_bound(base, obs), whole))
+
+
+def current(obs: policy.Observation) -> int:
+    """The count asked for so far: running and requested."""
+    return obs.executors + obs.pending_executors
+
+
+def decision(
+    obs: policy.Observation, desired: int, reason: policy.Reason, target: float | None = None
+) -> policy.Decision:
+    """A decision from the running and requested count to ``desired``."""
+    return policy.Decision(desired, reason, current(obs), target)
+
+
+def hold(
+    obs: policy.Observation, reason: policy.Reason, target: float | None = None
+) -> policy.Decision:
+    """Keep the count asked for so far."""
+    return decision(obs, current(obs), reason, target)
+
+
+def batches_since(obs: policy.Observation, since_s: float) -> list[BatchSample]:
+    """The observation's batches that started at or after ``since_s`` (all when their start
+    is unknown)."""
+    return [b for b in obs.batches if b.started_s is None or b.started_s >= since_s]
+
+
+def stale(obs: policy.Observation) -> bool:
+    """No fresh metrics: every peer holds (as the HPA does when its metric is missing)."""
+    return obs.metrics_age_s is None
+
+
+def busy_share(batches: Sequence[BatchSample], span_s: float) -> float:
+    """The share of ``span_s`` during which a micro-batch ran (Flink's ``busyTimeMsPerSecond``
+    / 1000, for a query whose tasks all run in each batch)."""
+    if span_s <= 0:
+        return 0.0
+    return min(1.0, sum(b.busy_s for b in batches) / span_s)
