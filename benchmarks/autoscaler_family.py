@@ -15,6 +15,10 @@ that a change for stateful queries is scored on traces it was not tuned on eithe
 foresight, each change made one control interval after the oracle's) and counts the seeds
 where that breaks the objective: how much of the oracle's clean record is foresight that no
 policy deciding from what it has seen can have. It computes every oracle plan (no cache).
+``--peers`` also runs every peer (``peers.PEER_NAMES``: Flink's autoscaler, DS2, KEDA with the
+HPA, Spark's dynamic allocation and the DStreams rule, at their defaults and tuned) and prints
+them beside `rate`, `lag` and the oracle, with issue 38's checks of `rate` against them;
+``--fresh`` scores the seeds drawn once for issue 38 (3000-3099, ``family.FRESH_SEEDS``).
 One seed's run, its actions and their reasons: ``streamscale simulate --trace gen-N --compare
 --actions`` (``--plot gen-N.png`` draws it).
 
@@ -55,9 +59,12 @@ from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
 
-from streamscale.autoscale import capacity, family, policy, scale_cost, simulator, traces
+from streamscale.autoscale import capacity, family, peers, policy, scale_cost, simulator, traces
 
 MEDIAN_RATIO = 1.15
+DOMINATED_SHARE = 0.05
+"""Issue 38: a peer may beat `rate` on all three figures together on at most this share of
+the seeds."""
 
 
 def percentile(values: Sequence[float], share: float) -> float:
@@ -136,6 +143,75 @@ def report(scores: Sequence[simulator.FamilyScore], per_seed: bool) -> bool:
     return all(ok for _, ok in checks)
 
 
+def dominates(peer: simulator.Summary, rate: simulator.Summary) -> bool:
+    """``peer`` beats ``rate`` on violation seconds, executor-seconds and reversals together:
+    no worse on any of the three, better on at least one."""
+    ours = (rate.slo_violation_s, rate.executor_seconds, rate.reversals)
+    theirs = (peer.slo_violation_s, peer.executor_seconds, peer.reversals)
+    return all(t <= o for t, o in zip(theirs, ours, strict=True)) and theirs != ours
+
+
+def report_peers(scores: Sequence[simulator.FamilyScore], names: Sequence[str]) -> bool:
+    """Every policy side by side (issue 38) and its checks of `rate` against the peers; True
+    when they hold."""
+    print(
+        "\n### every policy side by side\n\n"
+        "| policy | seeds with a violation | their violation s (total) | seeds with one the "
+        "oracle has not | executor-s median | p95 | ×oracle median | reversals (total) "
+        "| seeds with a reversal | rescales (total) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    totals: dict[str, tuple[int, float]] = {}
+    for name in ("rate", "lag", *names, "oracle"):
+        summaries = [s.summary(name) for s in scores]
+        seconds = [x.executor_seconds for x in summaries]
+        violation = sum(x.slo_violation_s for x in summaries)
+        totals[name] = (violation, sum(seconds))
+        print(
+            f"| {name} | {sum(1 for x in summaries if x.slo_violation_s)} | {violation} "
+            f"| {sum(1 for s in scores if s.violates_beyond_oracle(name))} "
+            f"| {statistics.median(seconds):,.0f} | {percentile(seconds, 0.95):,.0f} "
+            f"| {statistics.median(s.ratio(name) for s in scores):.3f} "
+            f"| {sum(x.reversals for x in summaries)} "
+            f"| {sum(1 for x in summaries if x.reversals)} | {sum(x.actions for x in summaries)} |"
+        )
+    rate_violation, rate_seconds = totals["rate"]
+    better_both = [
+        n for n in names if totals[n][0] < rate_violation and totals[n][1] < rate_seconds
+    ]
+    beaten = {n: [s.seed for s in scores if dominates(s.summary(n), s.rate)] for n in names}
+    worst = max(names, key=lambda n: len(beaten[n])) if names else None
+    reversing = [s.seed for s in scores if s.rate.reversals]
+    allowed = DOMINATED_SHARE * len(scores)
+    checks = [
+        (
+            f"`rate`: 0 reversals on every seed (seeds with one: {reversing or 'none'})",
+            not reversing,
+        ),
+        (
+            "in aggregate no peer has both fewer violation seconds and fewer executor-seconds "
+            f"than `rate` ({rate_violation} s, {rate_seconds:,.0f} executor-s; peers that do: "
+            f"{better_both or 'none'})",
+            not better_both,
+        ),
+    ]
+    if worst is not None:
+        checks.append(
+            (
+                f"per seed, no peer beats `rate` on violation s, executor-s and reversals "
+                f"together on more than {DOMINATED_SHARE:.0%} of the seeds (most: {worst}, "
+                f"{len(beaten[worst])} of {len(scores)}: {beaten[worst] or 'none'})",
+                all(len(v) <= allowed for v in beaten.values()),
+            )
+        )
+    print("\n### checks of `rate` against its peers (issue 38)\n")
+    print("| check | met |")
+    print("|---|---|")
+    for label, ok in checks:
+        print(f"| {label} | {'yes' if ok else '**no**'} |")
+    return all(ok for _, ok in checks)
+
+
 def oracle_fingerprint(duration_s: int | None, scenario: simulator.Scenario) -> str:
     """What the oracle's figures depend on: the code of the simulator, the family, the traces,
     the capacity model and the scale cost, the scenario, and the trace length."""
@@ -174,9 +250,16 @@ def _score(
     base: policy.PolicyConfig,
     oracle: simulator.Summary | None,
     late: bool,
+    others: Sequence[str] = (),
 ) -> simulator.FamilyScore:
     return simulator.score_seed(
-        seed, duration_s, scenario, base=base, oracle_summary=oracle, late_oracle=late
+        seed,
+        duration_s,
+        scenario,
+        base=base,
+        oracle_summary=oracle,
+        late_oracle=late,
+        others=others,
     )
 
 
@@ -210,6 +293,9 @@ def main() -> int:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--seeds", type=parse_seeds, help="e.g. 1000-1099 or 3,7,20-29")
     group.add_argument("--tuning", action="store_true", help="the tuning seeds (0-299)")
+    group.add_argument(
+        "--fresh", action="store_true", help="the seeds drawn for issue 38 (3000-3099)"
+    )
     parser.add_argument("--duration", type=int, default=None, help="trace length, s")
     parser.add_argument("--per-seed", action="store_true", help="print every seed's figures")
     parser.add_argument(
@@ -240,10 +326,15 @@ def main() -> int:
         action="store_true",
         help="also run the oracle's plan one decision late (computes every oracle plan)",
     )
+    parser.add_argument(
+        "--peers", action="store_true", help="also run every peer policy (issue 38)"
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
     args = parser.parse_args()
     if args.tuning:
         seeds = list(family.TUNING_SEEDS)
+    elif args.fresh:
+        seeds = list(family.FRESH_SEEDS)
     else:
         seeds = args.seeds or list(family.EVALUATION_SEEDS)
     base = policy.PolicyConfig(surge_share=args.surge_share, reverse_for_slo=args.reverse_for_slo)
@@ -253,7 +344,8 @@ def main() -> int:
     fingerprint = oracle_fingerprint(args.duration, scenario)
     oracles = load_oracles(cache, fingerprint)
     started = time.perf_counter()
-    score = partial(_score, duration_s=args.duration, scenario=scenario, base=base)
+    others = peers.PEER_NAMES if args.peers else ()
+    score = partial(_score, duration_s=args.duration, scenario=scenario, base=base, others=others)
     with ProcessPoolExecutor(max(1, args.jobs)) as pool:
         futures = [
             pool.submit(score, seed, oracle=oracles.get(seed), late=args.late_oracle)
@@ -267,6 +359,8 @@ def main() -> int:
         f"on the {args.scenario} cluster\n"
     )
     ok = report(scores, args.per_seed)
+    if args.peers:
+        ok = report_peers(scores, others) and ok
     if args.late_oracle:
         report_late(scores)
     kept = sum(1 for seed in seeds if seed in oracles)

@@ -40,6 +40,9 @@ TUNING_SEEDS = range(0, 300)
 """Seeds the policy may be tuned on (looked at while changing it)."""
 EVALUATION_SEEDS = range(1000, 1100)
 """Seeds scored once to report (never tuned on): ``benchmarks/autoscaler_family.py``."""
+FRESH_SEEDS = range(3000, 3100)
+"""Seeds drawn once for issue 38 (the autoscaler against its peers), after every policy
+compared was written: scored once, never tuned on."""
 
 MIN_LEVEL = 200.0
 """Lowest sustained level (records/s) of the base load with its cycle and ramps."""

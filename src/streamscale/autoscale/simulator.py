@@ -883,7 +883,7 @@ def resolve(name: str, config: policy.PolicyConfig, trace: Trace, model: Cluster
     if name in ("rate", "lag"):
         return replace(config, kind=policy.PolicyKind(name))
     if name in peers.PEER_NAMES:
-        return peers.named(name, config, model.executor_rate)
+        return peers.named(name, config, model.executor_rate, model.fixed_cost_s)
     if name == "oracle":
         return oracle(trace, model, config.min_executors, config.max_executors)
     if name.startswith("fixed:"):
@@ -1203,12 +1203,13 @@ def replay(records: Sequence[Mapping[str, Any]], scenario: Scenario) -> Replay:
 # --- scoring on a generated trace family (issue 23) -------------------------------------
 
 FAMILY_POLICIES = ("rate", "lag", "oracle")
-"""What :func:`score_seed` runs on each seed's trace."""
+"""What :func:`score_seed` runs on each seed's trace (and the ``others`` it is asked for)."""
 
 
 @dataclass(frozen=True)
 class FamilyScore:
-    """The figures of ``rate``, ``lag`` and the oracle on one generated trace."""
+    """The figures of ``rate``, ``lag``, the oracle and any other strategy on one generated
+    trace."""
 
     seed: int
     description: str
@@ -1217,18 +1218,27 @@ class FamilyScore:
     oracle: Summary
     late_oracle: Summary | None = None
     """The oracle's plan one decision late (:meth:`Plan.delayed`), when asked for."""
+    others: tuple[tuple[str, Summary], ...] = ()
+    """Other strategies by name (the peers, :data:`.peers.PEER_NAMES`), when asked for."""
+
+    def summary(self, name: str) -> Summary:
+        """The figures of ``rate``, ``lag``, ``oracle`` or one of :attr:`others`."""
+        if name in FAMILY_POLICIES:
+            value: Summary = getattr(self, name)
+            return value
+        return dict(self.others)[name]
 
     def ratio(self, name: str) -> float:
-        """Executor-seconds of ``rate`` or ``lag`` over the oracle's."""
-        value = getattr(self, name).executor_seconds
+        """Executor-seconds of a strategy over the oracle's."""
+        value = self.summary(name).executor_seconds
         reference = self.oracle.executor_seconds
         if reference <= 0:
             return 1.0 if value <= 0 else math.inf
         return float(value / reference)
 
     def violates_beyond_oracle(self, name: str) -> bool:
-        """``rate`` or ``lag`` breaks the SLO on a trace where the oracle does not."""
-        return self.oracle.slo_violation_s == 0 and getattr(self, name).slo_violation_s > 0
+        """The strategy breaks the SLO on a trace where the oracle does not."""
+        return self.oracle.slo_violation_s == 0 and self.summary(name).slo_violation_s > 0
 
 
 def score_seed(
@@ -1239,13 +1249,15 @@ def score_seed(
     oracle_summary: Summary | None = None,
     *,
     late_oracle: bool = False,
+    others: Sequence[str] = (),
 ) -> FamilyScore:
     """``rate``, ``lag`` and the oracle on the generated trace of ``seed``
     (:func:`~streamscale.autoscale.family.generate`), in ``scenario`` (the generic cluster by
     default) with the throughput jitter drawn from the same seed. ``oracle_summary``: the
     oracle's figures on that trace and scenario when already known (they do not depend on
     the policies, and the oracle's search takes most of the time). ``late_oracle`` also runs
-    the oracle's plan one decision late (its plan is then searched, known figures or not)."""
+    the oracle's plan one decision late (its plan is then searched, known figures or not);
+    ``others`` names more strategies to run (:func:`resolve`'s names: the peers)."""
     recipe = family.draw(seed, duration_s)
     trace = family.render(recipe)
     model = replace(scenario.model, seed=seed)
@@ -1258,8 +1270,14 @@ def score_seed(
         late = simulate(trace, model, plan.delayed()).summary
     summaries = {
         name: known.get(name) or simulate(trace, model, resolve(name, config, trace, model)).summary
-        for name in FAMILY_POLICIES
+        for name in (*FAMILY_POLICIES, *others)
     }
     return FamilyScore(
-        seed, recipe.describe(), summaries["rate"], summaries["lag"], summaries["oracle"], late
+        seed,
+        recipe.describe(),
+        summaries["rate"],
+        summaries["lag"],
+        summaries["oracle"],
+        late,
+        tuple((name, summaries[name]) for name in others),
     )

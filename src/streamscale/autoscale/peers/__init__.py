@@ -33,6 +33,7 @@ from streamscale.errors import ConfigError
 C = TypeVar("C")
 S = TypeVar("S")
 
+
 @dataclass(frozen=True)
 class Peer(Generic[C, S]):
     """A peer policy ready to run: its name, its config, its state before the first
@@ -56,15 +57,20 @@ PEER_NAMES = (
 """Every peer :func:`named` knows, in the order the comparisons list them."""
 
 
-def named(name: str, config: policy.PolicyConfig, executor_rate: float) -> Peer[Any, Any]:
+def named(
+    name: str, config: policy.PolicyConfig, executor_rate: float, batch_fixed_cost_s: float
+) -> Peer[Any, Any]:
     """The peer called ``name``, within ``config``'s bounds and with what the cluster measured
     (start delay, rescale pause, state reload, decision interval); ``executor_rate`` (records/s
-    of one executor) sizes KEDA's tuned ``lagThreshold``. A ConfigError for an unknown name."""
+    of one executor) sizes KEDA's tuned ``lagThreshold``; ``batch_fixed_cost_s`` (the seconds
+    of a batch no task spends, which Spark's task metrics leave out) gives Flink and DS2 their
+    busy time. A ConfigError for an unknown name."""
     if name in ("flink", "flink-tuned"):
-        fc = flink.defaults(config) if name == "flink" else flink.tuned(config)
-        return Peer(name, fc, flink.FlinkState(), flink.decide)
+        make = flink.defaults if name == "flink" else flink.tuned
+        return Peer(name, make(config, batch_fixed_cost_s), flink.FlinkState(), flink.decide)
     if name == "ds2":
-        return Peer(name, ds2.defaults(config), ds2.DS2State(), ds2.decide)
+        ds = ds2.defaults(config, batch_fixed_cost_s)
+        return Peer(name, ds, ds2.DS2State(), ds2.decide)
     if name in ("keda-hpa", "keda-hpa-tuned"):
         kc = keda_hpa.defaults(config)
         if name == "keda-hpa-tuned":

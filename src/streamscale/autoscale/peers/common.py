@@ -46,9 +46,9 @@ def stale(obs: policy.Observation) -> bool:
     return obs.metrics_age_s is None
 
 
-def busy_share(batches: Sequence[BatchSample], span_s: float) -> float:
-    """The share of ``span_s`` during which a micro-batch ran (Flink's ``busyTimeMsPerSecond``
-    / 1000, for a query whose tasks all run in each batch)."""
-    if span_s <= 0:
-        return 0.0
-    return min(1.0, sum(b.busy_s for b in batches) / span_s)
+def task_seconds(fixed_cost_s: float, batches: Sequence[BatchSample]) -> float:
+    """The time the executors spent on ``batches``' records: each batch's time less the fixed
+    cost every batch pays whatever its size (the driver's planning and scheduling). Spark's
+    task metrics (``executorRunTime``) measure it directly; it is what Flink's
+    ``busyTimeMsPerSecond`` and DS2's useful time count for a continuous operator."""
+    return sum(max(0.0, b.busy_s - fixed_cost_s) for b in batches if b.records > 0)

@@ -8,8 +8,8 @@ no utilization target, no bounds beyond the instances available). Read, not copi
 
 The query is one DS2 operator fed by the Kafka source: its target rate is the input rate the
 source observed over the last policy interval (10 s), its true rate per instance the records
-an executor processed per second of useful (busy) time over the batches of that interval, a
-batch's fixed cost included (DS2 counts any time not spent waiting for input as useful).
+an executor processed per second of useful time over the batches of that interval: the
+executors' task time, each batch's time less its fixed cost (:func:`.common.task_seconds`).
 After a change, DS2 lets ``warmup_intervals`` (2) intervals pass once the new instances run
 before it measures again.
 """
@@ -28,6 +28,8 @@ class DS2Config:
     """DS2's policy interval and warm-up, and the cluster's bounds."""
 
     base: policy.PolicyConfig
+    batch_fixed_cost_s: float = 0.0
+    """Seconds of a batch that are no task's (Spark's task metrics leave them out)."""
     interval_s: float = 10.0
     warmup_intervals: int = 2
 
@@ -41,17 +43,17 @@ class DS2State:
     last_tick_s: float | None = None
 
 
-def defaults(base: policy.PolicyConfig) -> DS2Config:
+def defaults(base: policy.PolicyConfig, batch_fixed_cost_s: float = 0.0) -> DS2Config:
     """DS2's published settings (10 s policy interval, 2 warm-up intervals)."""
-    return DS2Config(base)
+    return DS2Config(base, batch_fixed_cost_s)
 
 
-def true_rate_per_instance(batches: list[policy.BatchSample], running: int) -> float | None:
-    """Records one instance processes per second of useful time over ``batches`` (None
-    without a batch that processed something)."""
-    useful = sum(b.busy_s * (b.executors or running) for b in batches if b.records > 0)
-    records = sum(b.records for b in batches if b.records > 0)
-    return records / useful if useful > 0 else None
+def true_rate_per_instance(records: float, useful_s: float, instances: int) -> float | None:
+    """Records one of ``instances`` processes per second of useful time (None without
+    useful time)."""
+    if useful_s <= 0 or instances < 1:
+        return None
+    return records / (useful_s * instances)
 
 
 def decide(
@@ -77,7 +79,13 @@ def decide(
         return common.hold(obs, Reason.HOLD_SCALING_IN_PROGRESS), state
     if now - state.stable_since_s < config.warmup_intervals * config.interval_s:
         return common.hold(obs, Reason.HOLD_WARMING_UP), state
-    per_instance = true_rate_per_instance(common.batches_since(obs, since), obs.executors)
+    batches = common.batches_since(obs, since)
+    working = max((b.executors or obs.executors for b in batches), default=obs.executors)
+    per_instance = true_rate_per_instance(
+        sum(b.records for b in batches),
+        common.task_seconds(config.batch_fixed_cost_s, batches),
+        working,
+    )
     observed = obs.input_rate if obs.recent_input_rate is None else obs.recent_input_rate
     if per_instance is None:
         if observed <= 0 and obs.total_lag <= 0:

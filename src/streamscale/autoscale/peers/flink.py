@@ -13,8 +13,8 @@ One Flink vertex, the query, whose parallelism is the executor count (one core e
   ``stabilization.interval`` (5 min) after a rescale, and nothing is decided until the
   window is full again;
 - true processing rate = records processed / busy time (Flink's ``busyTimeMsPerSecond``; on
-  micro-batches, the time a batch runs, its fixed cost included, as Flink counts any busy
-  time);
+  micro-batches, the executors' task time: each batch's time less its fixed cost,
+  :func:`.common.task_seconds`);
 - target capacity = lag / catch-up + input × restart time / catch-up + input / target
   utilization (0.7); catch-up ``catch-up.duration`` (30 min), restart ``restart.time``
   (5 min; tracked restarts are off by default);
@@ -46,6 +46,8 @@ class FlinkConfig:
     """``job.autoscaler.*`` options (their defaults) and the cluster's bounds."""
 
     base: policy.PolicyConfig
+    batch_fixed_cost_s: float = 0.0
+    """Seconds of a batch that are no task's (Spark's task metrics leave them out)."""
     metrics_window_s: float = 900.0
     stabilization_s: float = 300.0
     target_utilization: float = 0.7
@@ -73,12 +75,12 @@ class FlinkState:
     first_trigger_s: float | None = None
 
 
-def defaults(base: policy.PolicyConfig) -> FlinkConfig:
+def defaults(base: policy.PolicyConfig, batch_fixed_cost_s: float = 0.0) -> FlinkConfig:
     """The operator's defaults."""
-    return FlinkConfig(base)
+    return FlinkConfig(base, batch_fixed_cost_s)
 
 
-def tuned(base: policy.PolicyConfig) -> FlinkConfig:
+def tuned(base: policy.PolicyConfig, batch_fixed_cost_s: float = 0.0) -> FlinkConfig:
     """Tuned once to the 30 s time-lag objective: a backlog is caught up within 30 s, the
     metrics window and the stabilization interval are 30 s, a scale-down waits the project's
     stabilization window, the backlog threshold is the objective, and the restart time is the
@@ -86,6 +88,7 @@ def tuned(base: policy.PolicyConfig) -> FlinkConfig:
     restart = base.scale_up_delay_s + base.restart_pause_s + base.state_reload_s
     return FlinkConfig(
         base,
+        batch_fixed_cost_s,
         metrics_window_s=30.0,
         stabilization_s=30.0,
         catch_up_s=30.0,
@@ -136,7 +139,7 @@ def decide(
     if now < state.collect_from_s:
         return common.hold(obs, Reason.HOLD_WARMING_UP), state
     batches = common.batches_since(obs, since)
-    busy = sum(b.busy_s for b in batches)
+    busy = common.task_seconds(config.batch_fixed_cost_s, batches)
     true_rate = sum(b.records for b in batches) / busy if busy > 0 else None
     window = config.metrics_window_s
     samples = (*(s for s in state.samples if s[0] > now - window), (now, obs.input_rate, true_rate))
