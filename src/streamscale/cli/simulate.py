@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from streamscale.autoscale import family, policy, simulator, traces
+from streamscale.autoscale import family, peers, policy, simulator, traces
 from streamscale.autoscale.capacity import Capacity, CapacityMethod
 from streamscale.errors import ConfigError
 
@@ -26,10 +26,15 @@ def simulate(
         "simulated)",
     ),
     policy_name: str = typer.Option(
-        "rate", "--policy", help="rate, lag, fixed:N or oracle (ignored with --compare)"
+        "rate",
+        "--policy",
+        help=f"rate, lag, a peer ({', '.join(peers.PEER_NAMES)}), fixed:N or oracle (ignored "
+        "with --compare)",
     ),
     compare: bool = typer.Option(
-        False, "--compare", help="Run rate, lag, fixed at min and max, and the oracle"
+        False,
+        "--compare",
+        help="Run rate, lag, every peer, fixed at min and max, and the oracle",
     ),
     calibrate: Path | None = typer.Option(
         None,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from streamscale.autoscale import policy, simulator
+from streamscale.autoscale import peers, policy, simulator
 from streamscale.autoscale.capacity import CapacityMethod
 from streamscale.autoscale.traces import Trace, demo, step
 from streamscale.errors import ConfigError
@@ -327,7 +327,15 @@ def test_resolve() -> None:
     for bad in ("fixed:x", "fixed:0", "hpa"):
         with pytest.raises(ValueError, match=bad):
             simulator.resolve(bad, RATE, trace, MODEL)
-    assert simulator.comparison_names(RATE) == ("rate", "lag", "fixed:1", "fixed:8", "oracle")
+    assert simulator.comparison_names(RATE) == (
+        "rate",
+        "lag",
+        *peers.PEER_NAMES,
+        "fixed:1",
+        "fixed:8",
+        "oracle",
+    )
+    assert isinstance(simulator.resolve("flink", RATE, trace, MODEL), peers.Peer)
 
 
 def test_model_validation() -> None:

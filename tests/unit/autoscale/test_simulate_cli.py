@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from streamscale.autoscale import family, simulator
+from streamscale.autoscale import family, peers, simulator
 from streamscale.cli.main import app
 
 KEYS = {
@@ -22,6 +22,15 @@ KEYS = {
     "reversals",
 }
 runner = CliRunner()
+
+
+@pytest.mark.parametrize("name", ["flink-tuned", "keda-hpa"])
+def test_a_peer_is_a_policy(name: str) -> None:
+    result = runner.invoke(app, ["simulate", "--trace", "step", "--policy", name, "--json"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout)
+    assert figures["policy"] == name
+    assert figures.keys() >= KEYS
 
 
 def test_json_one_object_per_policy() -> None:
@@ -43,7 +52,8 @@ def test_compare_json_and_plot(tmp_path: Path) -> None:
     result = runner.invoke(app, [*args, "--max-executors", "4", "--tail", "240"])
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in result.stdout.strip().splitlines()]
-    assert [r["policy"] for r in rows] == ["rate", "lag", "fixed:1", "fixed:4", "oracle"]
+    expected = ["rate", "lag", *peers.PEER_NAMES, "fixed:1", "fixed:4", "oracle"]
+    assert [r["policy"] for r in rows] == expected
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -52,7 +62,7 @@ def test_compare_table() -> None:
         app, ["simulate", "--trace", "step", "--compare", "--max-executors", "6"]
     )
     assert result.exit_code == 0, result.output
-    for name in ("rate", "lag", "fixed:1", "fixed:6", "oracle", "exec-s/oracle", "SLO"):
+    for name in ("rate", "lag", *peers.PEER_NAMES, "fixed:1", "fixed:6", "oracle", "SLO"):
         assert name in result.stdout
 
 
@@ -60,7 +70,8 @@ def test_demo_trace_takes_the_demo_scenario() -> None:
     result = runner.invoke(app, ["simulate", "--trace", "demo", "--compare", "--json"])
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in result.stdout.strip().splitlines()]
-    assert [r["policy"] for r in rows] == ["rate", "lag", "fixed:1", "fixed:2", "oracle"]
+    expected = ["rate", "lag", *peers.PEER_NAMES, "fixed:1", "fixed:2", "oracle"]
+    assert [r["policy"] for r in rows] == expected
 
 
 def write_log(path: Path, fixed: float, rate: float) -> None:

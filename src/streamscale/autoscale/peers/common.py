@@ -52,3 +52,14 @@ def task_seconds(fixed_cost_s: float, batches: Sequence[BatchSample]) -> float:
     task metrics (``executorRunTime``) measure it directly; it is what Flink's
     ``busyTimeMsPerSecond`` and DS2's useful time count for a continuous operator."""
     return sum(max(0.0, b.busy_s - fixed_cost_s) for b in batches if b.records > 0)
+
+
+def out_of_bounds(base: policy.PolicyConfig, obs: policy.Observation) -> policy.Decision | None:
+    """A count outside ``[min, upper]`` is brought back first (every peer's controller
+    enforces its bounds before reading a metric), else None."""
+    asked = current(obs)
+    bounded = clamp(base, obs, asked)
+    if bounded == asked:
+        return None
+    reason = policy.Reason.BOUNDED_MIN if bounded > asked else policy.Reason.BOUNDED_MAX
+    return decision(obs, bounded, reason)

@@ -65,14 +65,13 @@ def decide(
     if state.running is not None and state.running != obs.executors:
         state = replace(state, stable_since_s=now)
     state = replace(state, running=obs.executors)
+    bounded = common.out_of_bounds(config.base, obs)
+    if bounded is not None:
+        return bounded, state
     if state.last_tick_s is not None and now - state.last_tick_s < config.interval_s - 1e-9:
         return common.hold(obs, Reason.HOLD_STEADY), state
     state = replace(state, last_tick_s=now)
     current = common.current(obs)
-    bounded = common.clamp(config.base, obs, current)
-    if bounded != current:
-        reason = Reason.BOUNDED_MIN if bounded > current else Reason.BOUNDED_MAX
-        return common.decision(obs, bounded, reason), state
     if common.stale(obs):
         return common.hold(obs, Reason.HOLD_MISSING_METRICS), state
     if obs.pending_executors > 0:

@@ -128,10 +128,9 @@ def decide(
     current = common.current(obs)
     since = state.last_tick_s if state.last_tick_s is not None else now - base.decision_interval_s
     state = replace(state, last_tick_s=now)
-    bounded = common.clamp(base, obs, current)
-    if bounded != current:
-        reason = Reason.BOUNDED_MIN if bounded > current else Reason.BOUNDED_MAX
-        return common.decision(obs, bounded, reason), _changed(config, state, now)
+    bounded = common.out_of_bounds(base, obs)
+    if bounded is not None:
+        return bounded, _changed(config, state, now)
     if common.stale(obs):
         return common.hold(obs, Reason.HOLD_MISSING_METRICS), state
     if obs.pending_executors > 0:

@@ -81,6 +81,9 @@ def decide(
 ) -> tuple[policy.Decision, HpaState]:
     """One HPA sync (held between syncs)."""
     now = obs.now_s
+    bounded = common.out_of_bounds(config.base, obs)
+    if bounded is not None:
+        return bounded, state
     last = state.last_sync_s
     if last is not None and math.floor(now / config.sync_s) == math.floor(last / config.sync_s):
         return common.hold(obs, Reason.HOLD_STABILIZING), state

@@ -141,6 +141,9 @@ def decide_streaming(
     """The DStreams rule, run once per scaling interval."""
     now = obs.now_s
     base = config.base
+    bounded = common.out_of_bounds(base, obs)
+    if bounded is not None:
+        return bounded, state
     if state.last_run_s is None:
         state = replace(state, last_run_s=now)
         return common.hold(obs, Reason.HOLD_STABILIZING), state
