@@ -151,7 +151,55 @@ def dominates(peer: simulator.Summary, rate: simulator.Summary) -> bool:
     return all(t <= o for t, o in zip(theirs, ours, strict=True)) and theirs != ours
 
 
-def report_peers(scores: Sequence[simulator.FamilyScore], names: Sequence[str]) -> bool:
+@dataclasses.dataclass(frozen=True)
+class Figures:
+    """Every policy's figures on one seed; the oracle's when it was run."""
+
+    seed: int
+    summaries: dict[str, simulator.Summary]
+    oracle: simulator.Summary | None
+
+    @classmethod
+    def of(cls, score: simulator.FamilyScore, names: Sequence[str]) -> Figures:
+        summaries = {name: score.summary(name) for name in ("rate", "lag", *names)}
+        return cls(score.seed, summaries, score.oracle)
+
+    def beyond_oracle(self, name: str) -> bool | None:
+        """A violation where the oracle has none (None: the oracle was not run)."""
+        if self.oracle is None:
+            return None
+        return self.oracle.slo_violation_s == 0 and self.summaries[name].slo_violation_s > 0
+
+    def ratio(self, name: str) -> float | None:
+        """Executor-seconds over the oracle's (None: the oracle was not run)."""
+        if self.oracle is None or self.oracle.executor_seconds <= 0:
+            return None
+        return self.summaries[name].executor_seconds / self.oracle.executor_seconds
+
+
+def score_without_oracle(
+    seed: int, duration_s: int | None, scenario: simulator.Scenario, names: Sequence[str]
+) -> Figures:
+    """`rate`, `lag` and ``names`` on the seed's trace, no oracle (its search is most of the
+    time; issue 38's checks of `rate` against its peers do not need it)."""
+    trace = family.generate(seed, duration_s)
+    model = dataclasses.replace(scenario.model, seed=seed)
+    config = scenario.policy_config()
+    summaries = {
+        name: simulator.simulate(
+            trace, model, simulator.resolve(name, config, trace, model)
+        ).summary
+        for name in ("rate", "lag", *names)
+    }
+    return Figures(seed, summaries, None)
+
+
+def _cell(values: Sequence[float | None], fmt: str) -> str:
+    known = [v for v in values if v is not None]
+    return format(statistics.median(known), fmt) if len(known) == len(values) and known else "–"
+
+
+def report_peers(scores: Sequence[Figures], names: Sequence[str]) -> bool:
     """Every policy side by side (issue 38) and its checks of `rate` against the peers; True
     when they hold."""
     print(
@@ -162,26 +210,38 @@ def report_peers(scores: Sequence[simulator.FamilyScore], names: Sequence[str]) 
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     totals: dict[str, tuple[int, float]] = {}
-    for name in ("rate", "lag", *names, "oracle"):
-        summaries = [s.summary(name) for s in scores]
+    rows = ("rate", "lag", *names)
+    for name in rows:
+        summaries = [s.summaries[name] for s in scores]
         seconds = [x.executor_seconds for x in summaries]
         violation = sum(x.slo_violation_s for x in summaries)
         totals[name] = (violation, sum(seconds))
+        beyond = [s.beyond_oracle(name) for s in scores]
+        beyond_cell = "–" if None in beyond else str(sum(1 for b in beyond if b))
         print(
             f"| {name} | {sum(1 for x in summaries if x.slo_violation_s)} | {violation} "
-            f"| {sum(1 for s in scores if s.violates_beyond_oracle(name))} "
-            f"| {statistics.median(seconds):,.0f} | {percentile(seconds, 0.95):,.0f} "
-            f"| {statistics.median(s.ratio(name) for s in scores):.3f} "
+            f"| {beyond_cell} | {statistics.median(seconds):,.0f} "
+            f"| {percentile(seconds, 0.95):,.0f} | {_cell([s.ratio(name) for s in scores], '.3f')} "
             f"| {sum(x.reversals for x in summaries)} "
             f"| {sum(1 for x in summaries if x.reversals)} | {sum(x.actions for x in summaries)} |"
+        )
+    oracles = [s.oracle for s in scores if s.oracle is not None]
+    if len(oracles) == len(scores):
+        seconds = [x.executor_seconds for x in oracles]
+        print(
+            f"| oracle | {sum(1 for x in oracles if x.slo_violation_s)} "
+            f"| {sum(x.slo_violation_s for x in oracles)} | – | {statistics.median(seconds):,.0f} "
+            f"| {percentile(seconds, 0.95):,.0f} | 1.000 | {sum(x.reversals for x in oracles)} "
+            f"| {sum(1 for x in oracles if x.reversals)} | {sum(x.actions for x in oracles)} |"
         )
     rate_violation, rate_seconds = totals["rate"]
     better_both = [
         n for n in names if totals[n][0] < rate_violation and totals[n][1] < rate_seconds
     ]
-    beaten = {n: [s.seed for s in scores if dominates(s.summary(n), s.rate)] for n in names}
-    worst = max(names, key=lambda n: len(beaten[n])) if names else None
-    reversing = [s.seed for s in scores if s.rate.reversals]
+    beaten = {
+        n: [s.seed for s in scores if dominates(s.summaries[n], s.summaries["rate"])] for n in names
+    }
+    reversing = [s.seed for s in scores if s.summaries["rate"].reversals]
     allowed = DOMINATED_SHARE * len(scores)
     checks = [
         (
@@ -195,7 +255,8 @@ def report_peers(scores: Sequence[simulator.FamilyScore], names: Sequence[str]) 
             not better_both,
         ),
     ]
-    if worst is not None:
+    if names:
+        worst = max(names, key=lambda n: len(beaten[n]))
         checks.append(
             (
                 f"per seed, no peer beats `rate` on violation s, executor-s and reversals "
@@ -329,6 +390,12 @@ def main() -> int:
     parser.add_argument(
         "--peers", action="store_true", help="also run every peer policy (issue 38)"
     )
+    parser.add_argument(
+        "--no-oracle",
+        action="store_true",
+        help="with --peers: run no oracle, report issue 38's checks only (minutes, not hours, "
+        "on a busy machine)",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
     args = parser.parse_args()
     if args.tuning:
@@ -345,6 +412,18 @@ def main() -> int:
     oracles = load_oracles(cache, fingerprint)
     started = time.perf_counter()
     others = peers.PEER_NAMES if args.peers else ()
+    if args.no_oracle:
+        quick = partial(
+            score_without_oracle, duration_s=args.duration, scenario=scenario, names=others
+        )
+        with ProcessPoolExecutor(max(1, args.jobs)) as pool:
+            figures = list(pool.map(quick, seeds))
+        print(
+            f"every policy on the {args.scenario} cluster, seeds {seeds[0]}-{seeds[-1]}, no oracle"
+        )
+        ok = report_peers(figures, others)
+        print(f"\n({time.perf_counter() - started:.0f} s)")
+        return 0 if ok else 1
     score = partial(_score, duration_s=args.duration, scenario=scenario, base=base, others=others)
     with ProcessPoolExecutor(max(1, args.jobs)) as pool:
         futures = [
@@ -360,7 +439,7 @@ def main() -> int:
     )
     ok = report(scores, args.per_seed)
     if args.peers:
-        ok = report_peers(scores, others) and ok
+        ok = report_peers([Figures.of(s, others) for s in scores], others) and ok
     if args.late_oracle:
         report_late(scores)
     kept = sum(1 for seed in seeds if seed in oracles)
