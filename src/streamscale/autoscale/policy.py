@@ -134,6 +134,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from streamscale.autoscale import capacity as cap
+from streamscale.autoscale import forecast as fc
 from streamscale.autoscale.capacity import BatchSample, Capacity, CapacityMethod
 from streamscale.autoscale.scale_cost import pause_for
 from streamscale.errors import ConfigError
@@ -268,6 +269,13 @@ class PolicyConfig:
     scale-down is then met by a scale-up at once, a reversal. Off (the default): no reversal
     before the objective is broken. The objective before the no-reversal rule;
     ``benchmarks/autoscaler_family.py --reverse-for-slo`` measures the trade-off."""
+    forecast: bool = False
+    """``rate``: learn a recurring load from the input rates observed (:mod:`.forecast`: its
+    period found by autocorrelation, never configured) and size for the rate it predicts: a
+    scale-up ahead of a predicted rise by the priced pause (start, rescale pause, state
+    reload, a decision), no scale-down while a rise is predicted within that lead plus the
+    stabilization window. Where no period is found, no change. Off by default until
+    ``benchmarks/recurring.py`` and the family runs show it pays."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -426,6 +434,9 @@ class PolicyState:
     """``(time, recent input rate)`` of the steady observations (fresh metrics, no backlog)
     over the last ``stabilization_window_s``: the input's measured noise, which a scale-down
     keeps headroom for (:func:`noisy_rate`)."""
+    history: tuple[float, ...] = ()
+    """``forecast``: the recent input rate of every decision with fresh metrics, oldest first,
+    over the last :data:`FORECAST_HISTORY_S` (what :mod:`.forecast` finds a period in)."""
 
 
 @dataclass(frozen=True)
@@ -1130,6 +1141,47 @@ def outgrown_count(config: PolicyConfig, obs: Observation, capacity: Capacity) -
     return obs.arrival_rate > _saturated(config, obs, capacity, count) * (1 + config.tolerance)
 
 
+FORECAST_HISTORY_S = 7200.0
+"""Seconds of observed input rates ``forecast`` keeps (two hours: two periods of up to an
+hour)."""
+
+
+def forecast_lead_s(config: PolicyConfig) -> float:
+    """How long before a predicted rise a scale-up is asked for: the executors' start, the
+    rescale pause and the state reload it costs (priced), and one decision interval."""
+    return (
+        config.scale_up_delay_s
+        + config.restart_pause_s
+        + config.state_reload_s
+        + config.decision_interval_s
+    )
+
+
+def _remember_rate(config: PolicyConfig, state: PolicyState, obs: Observation) -> PolicyState:
+    """``state`` with this observation's input rate at the end of its history."""
+    keep = max(1, math.ceil(FORECAST_HISTORY_S / config.decision_interval_s))
+    recent = obs.input_rate if obs.recent_input_rate is None else obs.recent_input_rate
+    return replace(
+        state, history=(*state.history[-(keep - 1) :], recent) if keep > 1 else (recent,)
+    )
+
+
+def forecast_peaks(config: PolicyConfig, state: PolicyState) -> tuple[float, float] | None:
+    """``forecast``: the highest input rates predicted within the lead of a scale-up
+    (:func:`forecast_lead_s`) and within that lead plus the stabilization window (what a
+    scale-down must still carry: no scale-up may follow it for a window); None when off or
+    when no period is found."""
+    if not config.forecast or config.kind is not PolicyKind.RATE:
+        return None
+    step = config.decision_interval_s
+    lead = forecast_lead_s(config)
+    up = fc.peak_ahead(state.history, step, lead)
+    if up is None:
+        return None
+    keep = fc.peak_ahead(state.history, step, lead + config.stabilization_window_s)
+    return up, up if keep is None else keep
+
+
 def _lag_target(config: PolicyConfig, obs: Observation) -> float:
     return obs.total_lag / config.lag_threshold
 
@@ -1164,6 +1216,11 @@ def decide(
     )
     if problem is None:
         state = _remember_input(config, state, obs, backlog)
+        if config.forecast:
+            state = _remember_rate(config, state, obs)
+    peaks = forecast_peaks(config, state) if problem is None else None
+    if peaks is not None and peaks[0] > obs.arrival_rate:
+        obs = _with_input(obs, peaks[0])  # a predicted rise: sized for before it comes
 
     def hold(reason: Reason, target: float | None = None) -> tuple[Decision, PolicyState]:
         return Decision(current, reason, current, target, capacity), state
@@ -1259,6 +1316,11 @@ def decide(
         heard = scale_down_rate(config, state, obs)
         if heard > obs.arrival_rate:
             kept = _rate_wanted(config, _with_input(obs, heard), capacity, up=False)
+            riding = None
+            wanted = min(current, max(wanted, kept))
+        if peaks is not None and peaks[1] > obs.arrival_rate:
+            # a rise predicted before a scale-up could follow this scale-down: carry it
+            kept = _rate_wanted(config, _with_input(obs, peaks[1]), capacity, up=False)
             riding = None
             wanted = min(current, max(wanted, kept))
         # Headroom that survives the input's measured noise: the count kept carries the
