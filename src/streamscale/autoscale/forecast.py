@@ -17,8 +17,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-MIN_CORRELATION = 0.6
-"""Autocorrelation a lag needs to be the input's period."""
+MIN_CORRELATION = 0.4
+"""Autocorrelation a lag needs to be the input's period (a sale every 400 s, one of three
+missed, reaches 0.44; white noise over 130 steps stays within about ±0.17)."""
+MIN_PROMINENCE = 0.3
+"""How far the autocorrelation must dip between lag 0 and the period: a slow drift or a ramp
+correlates with itself at every lag, falling steadily, with no dip before a peak."""
 MIN_PERIODS = 2.0
 """Periods the history must hold before its period is trusted."""
 MIN_PERIOD_S = 120.0
@@ -33,7 +37,8 @@ def autocorrelations(values: Sequence[float], longest: int) -> list[float]:
     centred = series - series.mean() if n else series
     variance = float(centred @ centred)
     out = [0.0] * (longest + 1)
-    if n == 0 or variance <= 0:
+    scale = float(series @ series) if n else 0.0
+    if n == 0 or variance <= 1e-12 * scale:  # constant, up to rounding
         return out
     full = np.correlate(centred, centred, mode="full")[n - 1 :]
     for lag in range(min(longest, n - 1) + 1):
@@ -44,7 +49,8 @@ def autocorrelations(values: Sequence[float], longest: int) -> list[float]:
 def find_period(history: Sequence[float], step_s: float) -> int | None:
     """The period of ``history`` in steps (None: no recurring load found): the lag of the
     highest local peak of the autocorrelation, at least :data:`MIN_PERIOD_S` long, reaching
-    :data:`MIN_CORRELATION`, with :data:`MIN_PERIODS` periods in the history."""
+    :data:`MIN_CORRELATION` after a dip of :data:`MIN_PROMINENCE`, with :data:`MIN_PERIODS`
+    periods in the history."""
     if step_s <= 0:
         return None
     shortest = max(2, math.ceil(MIN_PERIOD_S / step_s))
@@ -58,7 +64,8 @@ def find_period(history: Sequence[float], step_s: float) -> int | None:
         if value < MIN_CORRELATION:
             continue
         peak = value >= correlations[lag - 1] and value >= correlations[lag + 1]
-        if peak and (best is None or value > best[0] + 1e-9):
+        dipped = min(correlations[1:lag]) <= value - MIN_PROMINENCE
+        if peak and dipped and (best is None or value > best[0] + 1e-9):
             best = (value, lag)
     return None if best is None else best[1]
 
