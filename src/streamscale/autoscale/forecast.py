@@ -23,8 +23,10 @@ missed, reaches 0.44; white noise over 130 steps stays within about ±0.17)."""
 MIN_PROMINENCE = 0.3
 """How far the autocorrelation must dip between lag 0 and the period: a slow drift or a ramp
 correlates with itself at every lag, falling steadily, with no dip before a peak."""
-MIN_PERIODS = 2.0
-"""Periods the history must hold before its period is trusted."""
+MIN_PERIODS = 3.0
+"""Periods the history must hold before its period is trusted: two surges some minutes
+apart are a coincidence as often as a rhythm (on the generated family, two spikes 208 s
+apart read as a period with two), a third at the same interval much less often."""
 MIN_PERIOD_S = 120.0
 """Shorter repeats are noise or batch rhythm, not a recurring load."""
 

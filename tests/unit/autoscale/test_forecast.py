@@ -37,9 +37,9 @@ def sales(every: int, n: int, missed: int | None = None) -> list[float]:
 @pytest.mark.parametrize(
     ("history", "expected"),
     [
-        (sine(60, 150), 60),  # a 10 min cycle, 2.5 periods seen
-        (sine(60, 150, noise=100, seed=1), 60),
-        (sine(60, 100), None),  # fewer than two periods
+        (sine(60, 200), 60),  # a 10 min cycle, 3.3 periods seen
+        (sine(60, 200, noise=100, seed=1), 60),
+        (sine(60, 150), None),  # fewer than three periods
         (sales(40, 130), 40),  # a sale every 400 s
         (sales(40, 130, missed=2), 40),  # one missed
         ([1000.0] * 200, None),  # constant: nothing repeats
@@ -111,7 +111,7 @@ def test_rate_scales_up_ahead_of_a_predicted_rise() -> None:
     """A history of sales every 400 s: with the forecast, a decision 20 s before the next
     sale (the lead: 13 s start, 5 s pause, a 10 s decision) already asks for the sale's
     executors; without it, it holds."""
-    history = tuple(sales(40, 118))  # next sale at step 120: within the 28 s lead
+    history = tuple(sales(40, 158))  # next sale at step 160: within the 28 s lead
     config = replace(
         policy.PolicyConfig(min_executors=1, max_executors=8, target_utilization=0.9),
         forecast=True,
