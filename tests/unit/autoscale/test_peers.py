@@ -327,3 +327,18 @@ def test_every_peer_runs_in_the_simulator(name: str) -> None:
     assert first.summary == simulator.simulate(trace, scenario.model, strategy).summary
     assert max(first.requested) <= 8 and min(first.requested) >= 1
     assert first.decisions
+
+
+def test_a_long_batch_counts_when_it_ends() -> None:
+    """A batch that started before the last observation and ended after it is measured (a
+    20 s batch at the batch limit on one executor would otherwise never be)."""
+    long = BatchSample(20_000, 20.5, 1, NOW - 25.0)
+    older = BatchSample(20_000, 20.5, 1, NOW - 46.0)
+    observed = replace(obs(executors=1, batches=0), batches=(older, long))
+    assert common.batches_since(observed, NOW - 10) == [long]
+    decision, _ = ds2.decide(
+        ds2.defaults(BASE),
+        ds2.DS2State(),
+        replace(observed, input_rate=4500, recent_input_rate=4500),
+    )
+    assert decision.desired == 5  # 20 000 records in 20.5 s of useful time: 4 500 need 5

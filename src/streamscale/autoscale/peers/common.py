@@ -36,9 +36,9 @@ def hold(
 
 
 def batches_since(obs: policy.Observation, since_s: float) -> list[BatchSample]:
-    """The observation's batches that started at or after ``since_s`` (all when their start
-    is unknown)."""
-    return [b for b in obs.batches if b.started_s is None or b.started_s >= since_s]
+    """The observation's batches that ended after ``since_s`` (all when their start is
+    unknown): what completed since then, however long ago it started."""
+    return [b for b in obs.batches if b.started_s is None or b.started_s + b.busy_s > since_s]
 
 
 def stale(obs: policy.Observation) -> bool:
