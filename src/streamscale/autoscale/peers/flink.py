@@ -24,8 +24,10 @@ One Flink vertex, the query, whose parallelism is the executor count (one core e
   and ``scale-down.max-factor`` (0.6) down; parallelism = ceil(current × factor), aligned up
   to a divisor of the source's partitions (a Kafka source's partitions spread evenly);
 - a scale-up happens at once; a scale-down waits ``scale-down.interval`` (1 h) from its first
-  recommendation and then goes to the highest recommendation of that interval; none while
-  the backlog exceeds ``backlog-processing.lag-threshold`` (5 min of input).
+  recommendation and then goes to the highest recommendation of that interval
+  (``DelayedScaleDown``; releases before it had ``scale-up.grace-period``, 1 h, no scale-down
+  within an hour of a scale-up, to the same effect here); none while the backlog exceeds
+  ``backlog-processing.lag-threshold`` (5 min of input).
 
 At the start of a trace the job has been running for a while: its window counts as full (it
 averages what it has seen so far).
