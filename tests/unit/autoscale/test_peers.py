@@ -186,7 +186,9 @@ def test_ds2_warms_up_two_intervals_after_a_change() -> None:
         (50, 10, 8, False, 50),
         (1000, 10, 8, False, 80),  # 1000 // 10 = 100 pods > 8 partitions: capped at 8 × 10
         (1000, 10, 8, True, 1000),  # allowIdleConsumers: no cap
-        (89, 10, 8, False, 89),  # 89 // 10 = 8: not above the partitions
+        # 89 // 10 = 8: not above the partitions, so not capped; the HPA then asks for
+        # ceil(8.9) = 9 pods, one more than partitions (the scaler's integer division)
+        (89, 10, 8, False, 89),
     ],
 )
 def test_keda_metric_caps_at_the_partitions(
@@ -300,9 +302,9 @@ observations = st.builds(
 @settings(max_examples=150, deadline=None)
 @given(name=st.sampled_from(peers.PEER_NAMES), first=observations, second=observations)
 def test_every_peer_stays_within_bounds(name: str, first: Observation, second: Observation) -> None:
-    """Whatever it sees, a peer asks for a count within ``[min, max]`` and, where it knows the
-    partitions (all but DS2's and the DStreams rule's own sizing), no more executors than
-    the tasks of a batch; it is deterministic."""
+    """Whatever it sees, a peer asks for a count within ``[min, max]`` and scales up to no
+    more executors than partitions (KEDA: one more, its integer division, see above); it is
+    deterministic."""
     base = replace(BASE, min_executors=1, max_executors=10)
     peer: peers.Peer[Any, Any] = peers.named(name, base, 1000.0, 0.5)
     state = peer.state
@@ -313,7 +315,8 @@ def test_every_peer_stays_within_bounds(name: str, first: Observation, second: O
         assert 1 <= decision.desired <= 10
         assert decision.current == common.current(observed)
         if decision.desired > decision.current:
-            assert decision.desired <= max(1, observed.partitions)
+            extra = 1 if name.startswith("keda") else 0
+            assert decision.desired <= max(1, observed.partitions + extra)
 
 
 @pytest.mark.parametrize("name", peers.PEER_NAMES)
