@@ -24,7 +24,7 @@ import hashlib
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from autoscaler_family import load_oracles, parse_seeds, save_oracles
@@ -135,10 +135,14 @@ def main() -> int:
     names = peers.PEER_NAMES if args.peers else ()
     seeds = list(recurring.RECURRING_SEEDS)
     started = time.perf_counter()
+    results: dict[int, dict[str, simulator.Summary]] = {}
     with ProcessPoolExecutor(max(1, args.jobs)) as pool:
-        futures = [pool.submit(score, s, scenario, names, oracles.get(s)) for s in seeds]
-        results = {s: f.result() for s, f in zip(seeds, futures, strict=True)}
-    save_oracles(cache, key, {s: r["oracle"] for s, r in results.items()})
+        futures = {pool.submit(score, s, scenario, names, oracles.get(s)): s for s in seeds}
+        for future in as_completed(futures):  # each oracle kept as soon as it is known
+            results[futures[future]] = future.result()
+            oracles[futures[future]] = results[futures[future]]["oracle"]
+            save_oracles(cache, key, oracles)
+    results = dict(sorted(results.items()))
     print(f"recurring traces on the {args.scenario} cluster\n")
     columns = ("rate", "rate+forecast", *names, "oracle")
     print(
