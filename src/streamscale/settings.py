@@ -11,6 +11,7 @@ at fault, in one line.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -393,6 +394,52 @@ def jaas_config(module: str, username: str, password: str) -> str:
         return f'"{value}"'
 
     return f"{module} required username={quoted(username)} password={quoted(password)};"
+
+
+_JAAS_VALUE = r'"((?:[^"\\]|\\.)*)"'
+
+
+def jaas_credentials(line: str) -> tuple[str, str] | None:
+    """The ``(username, password)`` of a JAAS line as :func:`jaas_config` writes it (and as
+    users write it for PLAIN and SCRAM), None when it holds no such pair."""
+    import re
+
+    found = {}
+    for name in ("username", "password"):
+        match = re.search(rf"\b{name}\s*=\s*{_JAAS_VALUE}", line)
+        if match is None:
+            return None
+        found[name] = re.sub(
+            r"\\(.)", lambda m: {"n": "\n", "r": "\r"}.get(m.group(1), m.group(1)), match.group(1)
+        )
+    return found["username"], found["password"]
+
+
+def librdkafka_from_java(java: Mapping[str, str]) -> dict[str, str]:
+    """librdkafka keys of a Java client's connection (Spark's connector's ``kafka.*`` options
+    without the prefix): the keys both take as they are, the JAAS line's PLAIN or SCRAM
+    credentials, and a PEM trust store as the CA file (the inverse of
+    :meth:`Settings.java_client_config`)."""
+    out = {k: java[k] for k in JAVA_AND_LIBRDKAFKA_KEYS if k in java}
+    credentials = jaas_credentials(java.get("sasl.jaas.config", ""))
+    if credentials is not None:
+        out["sasl.username"], out["sasl.password"] = credentials
+    if java.get("ssl.truststore.type", "").upper() == "PEM" and "ssl.truststore.location" in java:
+        out["ssl.ca.location"] = java["ssl.truststore.location"]
+    return out
+
+
+JAVA_AND_LIBRDKAFKA_KEYS = (
+    "bootstrap.servers",
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.kerberos.service.name",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.key.password",
+    "client.id",
+)
+"""Keys of Kafka's Java client that librdkafka takes as they are."""
 
 
 def load_settings(config: Path | None = None, **overrides: Any) -> Settings:

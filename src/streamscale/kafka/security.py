@@ -210,6 +210,7 @@ def make_ca(where: Files, *, valid_days: int = VALID_DAYS, name: str = CA_DN) ->
     )
     _keytool(["-exportcert", "-rfc", "-alias", "ca", "-file", str(where.ca_pem), *store], env)
     where.ca_pem.chmod(0o644)
+    where.ca_store.chmod(0o600)
     return password
 
 

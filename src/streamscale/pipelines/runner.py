@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from streamscale.kafka.refusals import refusal
 from streamscale.errors import ConfigError, PipelineError
 from streamscale.pipelines.query import STOP_WAIT_S, progress_data, stop_between_batches
 from streamscale.settings import KafkaSource, Settings
@@ -231,6 +232,9 @@ def run(
             echo(f"{name}: warning: the last batch's offsets were not committed to its group")
         error = query.exception()
         if error is not None:
+            why = refusal(str(error), user=settings.sasl_username)
+            if why is not None:  # a secured cluster's refusal: the one line saying what to fix
+                raise type(why)(f"{name} failed: {why}")
             raise PipelineError(f"{name} failed: {error}")
         return totals
     finally:
