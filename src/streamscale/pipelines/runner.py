@@ -226,7 +226,13 @@ def run(
                 f"{name}: query {query.id} started ({settings.bootstrap_servers}, "
                 f"reading with {pipeline.source})"
             )
-            totals = drive(query, pipeline, stop.event, echo)
+            try:
+                totals = drive(query, pipeline, stop.event, echo)
+            except Exception as exc:  # the failed query's error: a refusal says what to fix
+                why = refusal(str(exc), user=settings.sasl_username)
+                if why is None:
+                    raise
+                raise type(why)(f"{name} failed: {why}") from exc
         committer = group_committer(spark)
         if committer is not None and not committer.wait_for(query, timeout_s=30.0):
             echo(f"{name}: warning: the last batch's offsets were not committed to its group")

@@ -4,7 +4,6 @@ TLS between controllers, ACLs on), its topics made by the admin, and its clients
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -47,11 +46,3 @@ def secret_bytes(secured: embedded.Broker) -> list[bytes]:
     """Every password of the cluster, as the bytes a leak would show."""
     found = security.load(secured.data_dir)
     return [found.keystore.encode(), *(p.encode() for p in found.users.values())]
-
-
-def files_under(*roots: Path) -> Iterator[Path]:
-    for root in roots:
-        if root.is_file():
-            yield root
-        elif root.is_dir():
-            yield from (p for p in root.rglob("*") if p.is_file())

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import files_under
+from secured_io import files_under
 from typer.testing import CliRunner
 
 from streamscale.cli.main import app
@@ -29,7 +29,7 @@ from streamscale.settings import Settings
 
 pytestmark = pytest.mark.integration
 
-T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+T0 = (int(time.time()) - 3600) * 1000  # an hour ago: within the topics' retention
 PURCHASES = 600
 PRODUCTS = 100
 FRAMES = 300
@@ -205,7 +205,11 @@ def test_a_wrong_password_is_refused_in_one_line(
     result = CliRunner().invoke(
         app,
         ["topics", "apply"],
-        env={**pipeline_env, "STREAMSCALE_SASL_PASSWORD_FILE": str(wrong)},
+        env={
+            **pipeline_env,
+            "STREAMSCALE_SASL_PASSWORD_FILE": str(wrong),
+            "STREAMSCALE_REQUEST_TIMEOUT_S": "5",
+        },
     )
     SEEN.append(result.output)
     assert result.exit_code != 0
@@ -214,7 +218,7 @@ def test_a_wrong_password_is_refused_in_one_line(
         update={"sasl_password": None}
     )
     bad = Settings(**{**_connection(settings), "sasl_password": "not-the-password"})
-    admin = KafkaAdmin(bad.kafka_config(), timeout_s=15)
+    admin = KafkaAdmin(bad.kafka_config(), timeout_s=5)
     with pytest.raises(AuthenticationError, match="SASL authentication failed for user pipeline"):
         admin.topics()
     admin.close()
@@ -233,7 +237,7 @@ def test_an_untrusted_ca_is_refused_in_one_line(secured: embedded.Broker, tmp_pa
         **{**_connection(good), "ssl_ca_location": str(other.ca_pem)},
         sasl_password=good.sasl_password,
     )
-    admin = KafkaAdmin(settings.kafka_config(), timeout_s=15)
+    admin = KafkaAdmin(settings.kafka_config(), timeout_s=5)
     with pytest.raises(CertificateError, match="not signed by a CA the client trusts") as raised:
         admin.topics()
     admin.close()
