@@ -197,6 +197,42 @@ def test_group_commits_are_seen_by_kafka_consumer_groups_and_streamscale_lag(
     assert "achats" in out and "last committed batch" in out
 
 
+def test_metrics_serve_the_lag_of_a_query_on_the_secured_cluster(
+    secured: embedded.Broker, loaded: dict[str, str], workdir: Path
+) -> None:
+    """/metrics (what the autoscaler and Prometheus read) has the lag of a connector query on
+    the secured cluster, by partition, down to 0 once it caught up."""
+    from urllib.request import urlopen
+
+    from streamscale.lag import start_monitor
+    from streamscale.spark import session
+
+    settings = pipeline_settings(secured, workdir)
+    spark = session(settings)
+    monitor = start_monitor(spark, port=0)
+    try:
+        reader = spark.readStream.format("kafka").options(**settings.kafka_options())
+        df = reader.option("subscribe", "achats").option("startingOffsets", "earliest")
+        query = (
+            df.option("maxOffsetsPerTrigger", "200").load().writeStream.format("noop")
+            .queryName("secured-lag").trigger(availableNow=True)
+            .option("checkpointLocation", str(workdir / "lag-checkpoint")).start()
+        )  # fmt: skip
+        query.awaitTermination(300)
+        assert query.exception() is None
+        assert monitor.server is not None
+        text = urlopen(monitor.server.url, timeout=10).read().decode()
+    finally:
+        monitor.stop()
+    SEEN.append(text)
+    rows = [
+        line for line in text.splitlines()
+        if line.startswith("kafka_consumergroup_group_lag{") and 'topic="achats"' in line
+    ]  # fmt: skip
+    assert len(rows) == 2, text  # two partitions
+    assert all(float(line.rsplit(" ", 1)[1]) == 0 for line in rows), rows
+
+
 def test_a_wrong_password_is_refused_in_one_line(
     secured: embedded.Broker, tmp_path: Path, pipeline_env: dict[str, str]
 ) -> None:
