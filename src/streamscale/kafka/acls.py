@@ -66,10 +66,12 @@ def pipeline_grants(
     for name in outputs:
         topic(name, "WRITE", "DESCRIBE")
     topic(marker_topic, "READ", "WRITE", "DESCRIBE")
-    for op in ("READ", "DESCRIBE"):
-        grants.add(Grant(principal, "group", group_prefix, "prefixed", op))
-    for op in ("WRITE", "DESCRIBE"):
-        grants.add(Grant(principal, "transactional_id", transactional_prefix, "prefixed", op))
+    group_ops: tuple[Operation, ...] = ("READ", "DESCRIBE")
+    grants.update(Grant(principal, "group", group_prefix, "prefixed", op) for op in group_ops)
+    id_ops: tuple[Operation, ...] = ("WRITE", "DESCRIBE")
+    grants.update(
+        Grant(principal, "transactional_id", transactional_prefix, "prefixed", op) for op in id_ops
+    )
     grants.add(Grant(principal, "cluster", CLUSTER, "literal", "IDEMPOTENT_WRITE"))
     return sorted(grants)
 
@@ -83,4 +85,6 @@ def grant_command(grant: Grant) -> str:
         "cluster": "--cluster",
     }[grant.resource]
     pattern = " --resource-pattern-type prefixed" if grant.pattern == "prefixed" else ""
-    return f"--add --allow-principal {grant.principal} --operation {grant.operation} {what}{pattern}"
+    return (
+        f"--add --allow-principal {grant.principal} --operation {grant.operation} {what}{pattern}"
+    )

@@ -352,7 +352,12 @@ def _format(data_dir: Path, layout: Layout) -> None:
         if layout.secure:
             where = security.files(data_dir)
             secured = security.server_overrides(
-                spec.host, spec.port, spec.controller_port, where, made.users["admin"], made.keystore
+                spec.host,
+                spec.port,
+                spec.controller_port,
+                where,
+                made.users["admin"],
+                made.keystore,
             )
         security_write(props, server_properties(layout, spec.node_id, folder / "data", secured))
         argv = [jars.java(), "-Xmx256m", *_log_opts(data_dir), *archive, "-cp", cp, STORAGE_TOOL]

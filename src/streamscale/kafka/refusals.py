@@ -24,7 +24,13 @@ from streamscale.errors import (
     CertificateError,
     KafkaRequestError,
 )
-from streamscale.kafka.acls import GROUP_PREFIX, TRANSACTIONAL_PREFIX, Grant, grant_command
+from streamscale.kafka.acls import (
+    GROUP_PREFIX,
+    TRANSACTIONAL_PREFIX,
+    Grant,
+    Operation,
+    grant_command,
+)
 
 _AUTHENTICATION = re.compile(
     r"SaslAuthenticationException|SASL authentication error|SASL_AUTHENTICATION_FAILED"
@@ -114,7 +120,7 @@ def refusal(
     if _TOPIC.search(text):
         named = _topics_named(text) or list(topics)
         where = ", ".join(named) if named else "a topic of the request"
-        op = "WRITE" if _WRITING.search(text) else "READ"
+        op: Operation = "WRITE" if _WRITING.search(text) else "READ"
         grants = [Grant(principal, "topic", t, "literal", op) for t in named[:1]]
         how = f" (kafka-acls {grant_command(grants[0])})" if grants else ""
         return AuthorizationError(

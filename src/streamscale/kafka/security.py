@@ -203,11 +203,8 @@ def make_ca(where: Files, *, valid_days: int = VALID_DAYS, name: str = CA_DN) ->
     env = {"STREAMSCALE_CA_PASS": password}
     store = ["-keystore", str(where.ca_store), "-storetype", "PKCS12"]
     store += ["-storepass:env", "STREAMSCALE_CA_PASS"]
-    _keytool(
-        ["-genkeypair", "-alias", "ca", "-keyalg", "RSA", "-keysize", "2048", "-dname", name]
-        + ["-ext", "bc:c", "-validity", str(valid_days), *store],
-        env,
-    )
+    key = ["-keyalg", "RSA", "-keysize", "2048", "-validity", str(valid_days)]
+    _keytool(["-genkeypair", "-alias", "ca", *key, "-dname", name, "-ext", "bc:c", *store], env)
     _keytool(["-exportcert", "-rfc", "-alias", "ca", "-file", str(where.ca_pem), *store], env)
     where.ca_pem.chmod(0o644)
     where.ca_store.chmod(0o600)
@@ -234,21 +231,14 @@ def make_broker_certificate(
     csr = where.folder / "broker.csr"
     crt = where.folder / "broker.crt"
     san = ",".join([*(f"ip:{h}" for h in sorted(set(hosts))), "dns:localhost"])
-    _keytool(
-        ["-genkeypair", "-alias", "broker", "-keyalg", "RSA", "-keysize", "2048"]
-        + ["-dname", BROKER_DN, "-validity", str(valid_days), *store],
-        env,
-    )
+    key = ["-keyalg", "RSA", "-keysize", "2048", "-validity", str(valid_days)]
+    _keytool(["-genkeypair", "-alias", "broker", *key, "-dname", BROKER_DN, *store], env)
     _keytool(["-certreq", "-alias", "broker", "-file", str(csr), *store], env)
     dates = ["-startdate", start] if start else []
-    _keytool(
-        ["-gencert", "-alias", "ca", "-infile", str(csr), "-outfile", str(crt), "-rfc"]
-        + ["-validity", str(valid_days), *dates, "-ext", f"SAN={san}", *ca],
-        env,
-    )
-    _keytool(
-        ["-importcert", "-noprompt", "-alias", "ca", "-file", str(where.ca_pem), *store], env
-    )
+    paths = ["-infile", str(csr), "-outfile", str(crt), "-rfc"]
+    signing = ["-validity", str(valid_days), *dates, "-ext", f"SAN={san}"]
+    _keytool(["-gencert", "-alias", "ca", *paths, *signing, *ca], env)
+    _keytool(["-importcert", "-noprompt", "-alias", "ca", "-file", str(where.ca_pem), *store], env)
     _keytool(["-importcert", "-noprompt", "-alias", "broker", "-file", str(crt), *store], env)
     csr.unlink(missing_ok=True)
     crt.unlink(missing_ok=True)
@@ -341,8 +331,10 @@ def _acl_binding(grant: Grant) -> Any:
         "transactional_id": ResourceType.TRANSACTIONAL_ID,
         "cluster": ResourceType.BROKER,
     }[grant.resource]
-    pattern = ResourcePatternType.PREFIXED if grant.pattern == "prefixed" else (
-        ResourcePatternType.LITERAL
+    pattern = (
+        ResourcePatternType.PREFIXED
+        if grant.pattern == "prefixed"
+        else (ResourcePatternType.LITERAL)
     )
     return AclBinding(
         kind,
@@ -356,7 +348,11 @@ def _acl_binding(grant: Grant) -> Any:
 
 
 def apply_grants(
-    conf: Mapping[str, Any], grants: Iterable[Grant], *, revoke: bool = False, timeout_s: float = 30.0
+    conf: Mapping[str, Any],
+    grants: Iterable[Grant],
+    *,
+    revoke: bool = False,
+    timeout_s: float = 30.0,
 ) -> None:
     """Create (or with ``revoke``, delete) ``grants`` with the admin connection ``conf``."""
     from confluent_kafka import KafkaException
@@ -370,8 +366,13 @@ def apply_grants(
         if revoke:
             filters = [
                 AclBindingFilter(
-                    b.restype, b.name, b.resource_pattern_type, b.principal, b.host,
-                    b.operation, b.permission_type,
+                    b.restype,
+                    b.name,
+                    b.resource_pattern_type,
+                    b.principal,
+                    b.host,
+                    b.operation,
+                    b.permission_type,
                 )
                 for b in bindings
             ]

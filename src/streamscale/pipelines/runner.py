@@ -21,8 +21,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from streamscale.kafka.refusals import refusal
 from streamscale.errors import ConfigError, PipelineError
+from streamscale.kafka.refusals import refusal
 from streamscale.pipelines.query import STOP_WAIT_S, progress_data, stop_between_batches
 from streamscale.settings import KafkaSource, Settings
 

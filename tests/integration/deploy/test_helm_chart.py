@@ -899,7 +899,9 @@ def test_a_secured_clusters_secrets_are_mounted_files_the_settings_read(
     password_file = Path(env["STREAMSCALE_SASL_PASSWORD_FILE"])
     ca_file = Path(env["STREAMSCALE_SSL_CA_LOCATION"])
     mounts = {m["name"]: m for m in container["volumeMounts"]}
-    volumes = {v["name"]: v for v in one(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]}
+    volumes = {
+        v["name"]: v for v in one(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    }
     for volume, path, secret, key, mode in (
         ("kafka-password", password_file, "kafka-pipeline", "password", 0o400),
         ("kafka-ca", ca_file, "kafka-ca", "ca.crt", 0o444),

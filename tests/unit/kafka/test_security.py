@@ -240,9 +240,7 @@ def test_the_redaction_covers_the_options_the_project_sets() -> None:
     conf = Settings(**SECURED).spark_conf()
     assert conf["spark.redaction.regex"] == REDACTION_REGEX
     assert conf["spark.sql.redaction.options.regex"] == OPTIONS_REDACTION_REGEX
-    secret_keys = [
-        k for k, v in Settings(**SECURED).kafka_options().items() if "s3cr3t-p4ss" in v
-    ]
+    secret_keys = [k for k, v in Settings(**SECURED).kafka_options().items() if "s3cr3t-p4ss" in v]
     assert secret_keys == ["kafka.sasl.jaas.config"]
     for key in [*secret_keys, "kafka.ssl.truststore.password", "kafka.sasl.password"]:
         assert re.search(REDACTION_REGEX, key) and re.search(OPTIONS_REDACTION_REGEX, key)
@@ -257,9 +255,10 @@ def test_a_secured_node_listens_with_sasl_ssl_and_authorizes() -> None:
     assert props["authorizer.class.name"] == security.AUTHORIZER
     assert props["allow.everyone.if.no.acl.found"] == "false"
     assert props["super.users"] == "User:admin;User:CN=streamscale-broker"
-    assert 'username="admin" password="adm1n"' in props[
-        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"
-    ]
+    assert (
+        'username="admin" password="adm1n"'
+        in props["listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"]
+    )
     assert props["ssl.truststore.location"] == "/data/security/ca.pem"
 
 
@@ -273,4 +272,5 @@ def test_client_files_refer_to_the_password_file(tmp_path: Path) -> None:
     path = tmp_path / "client.properties"
     security.write_client_properties(Settings(**SECURED), path)
     assert path.stat().st_mode & 0o777 == 0o600
-    assert security.scram_arguments({"a": "pw"}) == ["--add-scram", "SCRAM-SHA-512=[name=a,password=pw]"]
+    scram = security.scram_arguments({"a": "pw"})
+    assert scram == ["--add-scram", "SCRAM-SHA-512=[name=a,password=pw]"]
