@@ -200,8 +200,8 @@ def test_group_commits_are_seen_by_kafka_consumer_groups_and_streamscale_lag(
 def test_metrics_serve_the_lag_of_a_query_on_the_secured_cluster(
     secured: embedded.Broker, loaded: dict[str, str], workdir: Path
 ) -> None:
-    """/metrics (what the autoscaler and Prometheus read) has the lag of a connector query on
-    the secured cluster, by partition, down to 0 once it caught up."""
+    """/metrics (what the autoscaler and Prometheus read) has the lag of a running connector
+    query on the secured cluster, by partition, down to 0 once it caught up."""
     from urllib.request import urlopen
 
     from streamscale.lag import start_monitor
@@ -210,26 +210,33 @@ def test_metrics_serve_the_lag_of_a_query_on_the_secured_cluster(
     settings = pipeline_settings(secured, workdir)
     spark = session(settings)
     monitor = start_monitor(spark, port=0)
+    assert monitor.server is not None
+    reader = spark.readStream.format("kafka").options(**settings.kafka_options())
+    df = reader.option("subscribe", "achats").option("startingOffsets", "earliest")
+    query = (
+        df.option("maxOffsetsPerTrigger", "200").load().writeStream.format("noop")
+        .queryName("secured-lag").trigger(processingTime="500 milliseconds")
+        .option("checkpointLocation", str(workdir / "lag-checkpoint")).start()
+    )  # fmt: skip
+    rows: list[str] = []
+    text = ""
     try:
-        reader = spark.readStream.format("kafka").options(**settings.kafka_options())
-        df = reader.option("subscribe", "achats").option("startingOffsets", "earliest")
-        query = (
-            df.option("maxOffsetsPerTrigger", "200").load().writeStream.format("noop")
-            .queryName("secured-lag").trigger(availableNow=True)
-            .option("checkpointLocation", str(workdir / "lag-checkpoint")).start()
-        )  # fmt: skip
-        query.awaitTermination(300)
-        assert query.exception() is None
-        assert monitor.server is not None
-        text = urlopen(monitor.server.url, timeout=10).read().decode()
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and query.isActive:
+            text = urlopen(monitor.server.url, timeout=10).read().decode()
+            rows = [
+                line for line in text.splitlines()
+                if line.startswith("kafka_consumergroup_group_lag{") and 'topic="achats"' in line
+            ]  # fmt: skip
+            if len(rows) == 2 and all(float(r.rsplit(" ", 1)[1]) == 0 for r in rows):
+                break
+            time.sleep(0.5)
+        assert query.exception() is None, query.exception()
     finally:
+        query.stop()
         monitor.stop()
     SEEN.append(text)
-    rows = [
-        line for line in text.splitlines()
-        if line.startswith("kafka_consumergroup_group_lag{") and 'topic="achats"' in line
-    ]  # fmt: skip
-    assert len(rows) == 2, text  # two partitions
+    assert len(rows) == 2, text  # both partitions
     assert all(float(line.rsplit(" ", 1)[1]) == 0 for line in rows), rows
 
 
