@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamscale.errors import ConfigError, KafkaRequestError
+from streamscale.errors import CertificateError, ConfigError, KafkaRequestError
 from streamscale.errors import UnknownTopicError as UnknownTopicError  # re-exported
 from streamscale.errors import UnreachableError as UnreachableError  # re-exported
 from streamscale.kafka.offsets import Offsets, TopicPartition
@@ -146,6 +146,11 @@ class KafkaAdmin:
             self._admin_client().poll(0)  # serves the error callback
             text = " ".join([str(exc), *self._client_errors])
             why = refusal(text, user=self.conf.get("sasl.username"))
+            if isinstance(why, CertificateError):  # librdkafka does not say what failed
+                from streamscale.kafka.security import tls_problem
+
+                problem = tls_problem(self.servers, self.conf.get("ssl.ca.location"))
+                why = (refusal(problem) if problem else None) or why
             if why is not None:
                 raise why from None
             raise UnreachableError(

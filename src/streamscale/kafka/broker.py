@@ -359,7 +359,7 @@ def _format(data_dir: Path, layout: Layout) -> None:
                 made.users["admin"],
                 made.keystore,
             )
-        security_write(props, server_properties(layout, spec.node_id, folder / "data", secured))
+        _write_private(props, server_properties(layout, spec.node_id, folder / "data", secured))
         argv = [jars.java(), "-Xmx256m", *_log_opts(data_dir), *archive, "-cp", cp, STORAGE_TOOL]
         argv += ["format", "-t", layout.cluster_id, "-c", str(props), *scram]
         running.append(
@@ -375,7 +375,7 @@ def _format(data_dir: Path, layout: Layout) -> None:
     (data_dir / LAYOUT).write_text(layout_to_json(layout))
 
 
-def security_write(path: Path, text: str) -> None:
+def _write_private(path: Path, text: str) -> None:
     """Write a node's properties: mode 0600 (a secured node's hold its keystore's and its
     admin's passwords)."""
     from streamscale.kafka.security import write_secret

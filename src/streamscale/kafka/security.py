@@ -383,3 +383,27 @@ def apply_grants(
             future.result(timeout=timeout_s)
     except KafkaException as exc:
         raise SecurityError(f"ACLs not {'deleted' if revoke else 'created'}: {exc}") from exc
+
+
+def tls_problem(bootstrap: str, ca_location: str | None, timeout_s: float = 5.0) -> str | None:
+    """What OpenSSL says of the certificate of the first broker of ``bootstrap`` checked
+    against ``ca_location`` (``certificate has expired``, ``unable to get local issuer
+    certificate``, ``IP address mismatch``...), None when it verifies or nobody answers.
+
+    librdkafka's handshake error says only that the certificate "could not be verified":
+    this names why, for :mod:`streamscale.kafka.refusals`."""
+    import socket
+    import ssl
+
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    context = ssl.create_default_context(cafile=ca_location)
+    try:
+        with (
+            socket.create_connection((host, int(port)), timeout=timeout_s) as raw,
+            context.wrap_socket(raw, server_hostname=host),
+        ):
+            return None
+    except ssl.SSLCertVerificationError as exc:
+        return f"certificate verify failed: {exc.verify_message}"
+    except (OSError, ValueError):
+        return None
