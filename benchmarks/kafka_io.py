@@ -196,7 +196,7 @@ def main() -> None:
         stop_session(spark)
 
     kind = "SASL_SSL (SCRAM-SHA-512, ACLs)" if args.secure else "PLAINTEXT"
-    print(f"records: {args.records:,} of ~100 bytes on {PARTITIONS} partitions, Apache Kafka {kind}")
+    print(f"records: {args.records:,} of ~100 bytes on {PARTITIONS} partitions, Kafka {kind}")
     print(f"(fill: produced at {produce_rate:,.0f} records/s; Spark master {args.master})")
     plain_rate, tuned_rate = rows[0][1], rows[1][1]
     header = ("path", "median/s", "vs (a)", "vs (a')", "runs")
