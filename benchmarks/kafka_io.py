@@ -1,6 +1,7 @@
 """Kafka in and out of PySpark, side by side in one run, on the embedded Apache Kafka broker.
 
     .venv/bin/python benchmarks/kafka_io.py [--records 1000000] [--batch 250000] [--runs 3]
+        [--secure]
 
 Prints records/s, the median of ``--runs`` runs, of:
 (a) a plain confluent-kafka consume loop with librdkafka's defaults, and (a') the same loop
@@ -11,6 +12,7 @@ with the reader's fetch setting (the machine's real ceiling for one Python proce
 Spark paths are "steady": the batches after the first (which pays for start-up), with the
 CPU each process class of this run (Spark JVM, Python workers, the broker, this process;
 not other work on the machine) spent per record over those batches.
+``--secure``: the same on a secured broker (SASL_SSL, SCRAM-SHA-512, ACLs; as its admin).
 """
 
 from __future__ import annotations
@@ -147,11 +149,15 @@ def main() -> None:
     parser.add_argument(
         "--master", default="local[4]", help="Spark master: 2 task slots per core by default"
     )
+    parser.add_argument("--secure", action="store_true", help="a SASL_SSL broker with ACLs")
     args = parser.parse_args()
 
     rows: list[tuple[str, float, list[float], str]] = []
-    with tempfile.TemporaryDirectory() as tmp, embedded.embedded_broker(Path(tmp)) as running:
-        settings = Settings(bootstrap_servers=running.bootstrap)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        embedded.embedded_broker(Path(tmp), secure=args.secure) as running,
+    ):
+        settings = running.client_settings("admin")
         create(settings, "bench-in")
         produce_rate = fill(settings, "bench-in", args.records)
 
@@ -189,7 +195,8 @@ def main() -> None:
             rows.append((name, *median_of(args.runs, through_spark(source, to_kafka))))
         stop_session(spark)
 
-    print(f"records: {args.records:,} of ~100 bytes on {PARTITIONS} partitions, Apache Kafka")
+    kind = "SASL_SSL (SCRAM-SHA-512, ACLs)" if args.secure else "PLAINTEXT"
+    print(f"records: {args.records:,} of ~100 bytes on {PARTITIONS} partitions, Kafka {kind}")
     print(f"(fill: produced at {produce_rate:,.0f} records/s; Spark master {args.master})")
     plain_rate, tuned_rate = rows[0][1], rows[1][1]
     header = ("path", "median/s", "vs (a)", "vs (a')", "runs")

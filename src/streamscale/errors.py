@@ -12,6 +12,9 @@ Pure: imports nothing, so that every module, the pure ones included, can use it.
 from __future__ import annotations
 
 __all__ = [
+    "AuthenticationError",
+    "AuthorizationError",
+    "CertificateError",
     "ConfigError",
     "Error",
     "KafkaRequestError",
@@ -47,6 +50,20 @@ class UnreachableError(KafkaRequestError):
 
 class UnknownTopicError(KafkaRequestError):
     """A topic that should exist does not."""
+
+
+class AuthenticationError(KafkaRequestError):
+    """The cluster refused the client's credentials (SASL)."""
+
+
+class AuthorizationError(KafkaRequestError):
+    """The cluster's ACLs do not let the principal use a topic, group or transactional id;
+    the message says which ACL to grant."""
+
+
+class CertificateError(KafkaRequestError):
+    """The TLS handshake failed on the broker's certificate (untrusted, expired, or not for
+    the address); the message says which."""
 
 
 class LaunchError(Error, RuntimeError):

@@ -11,6 +11,7 @@ at fault, in one line.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -54,6 +55,15 @@ docs/benchmarks.md), and short next to Spark's 3 s default. The autoscaler's act
 it in the running SparkContext once a stateful query runs."""
 
 
+REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|jaas"
+"""``spark.redaction.regex`` of the project's sessions: Spark's default, and the JAAS line
+(``kafka.sasl.jaas.config`` carries the SASL password) by its key, in the environment page,
+the event log and the logs Spark writes of its configuration."""
+OPTIONS_REDACTION_REGEX = r"(?i)url|jaas|password|secret|token"
+"""``spark.sql.redaction.options.regex``: data source options redacted in plans (``explain``,
+the SQL tab) and in their string forms: Spark's default (``url``) and the credentials'."""
+
+
 class SettingsError(ConfigError):
     """Settings that do not validate: the first problem, naming its setting, in one line."""
 
@@ -93,6 +103,11 @@ class Settings(BaseSettings):
     sasl_mechanism: SaslMechanism | None = Field(None, description="Kafka sasl.mechanism")
     sasl_username: str | None = Field(None, description="SASL username")
     sasl_password: SecretStr | None = Field(None, description="SASL password (secret)")
+    sasl_password_file: Path | None = Field(
+        None,
+        description="File holding the SASL password (read at start when "
+        "STREAMSCALE_SASL_PASSWORD is unset; `broker start --secure` writes one, mode 0600)",
+    )
     ssl_ca_location: str | None = Field(None, description="CA certificate file for SSL")
     request_timeout_s: float = Field(30.0, gt=0, description="Kafka admin/metadata timeout")
     kafka_source: Literal["auto", "kafka", "streamscale-kafka"] = Field(
@@ -175,6 +190,24 @@ class Settings(BaseSettings):
     metrics_port: int = Field(
         9464, ge=-1, le=65535, description="/metrics port (0: a free port, -1: no endpoint)"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_password_file(cls, values: Any) -> Any:
+        if not isinstance(values, dict):
+            return values
+        given = values.get("sasl_password_file")
+        if given is None or values.get("sasl_password") is not None:
+            return values
+        path = Path(given)
+        try:
+            text = path.read_text().rstrip("\r\n")
+        except OSError as exc:
+            raise ConfigError(
+                f"sasl_password_file {path} cannot be read ({exc.strerror}): "
+                "fix STREAMSCALE_SASL_PASSWORD_FILE"
+            ) from None
+        return {**values, "sasl_password": SecretStr(text)}
 
     @field_validator("bootstrap_servers")
     @classmethod
@@ -260,28 +293,36 @@ class Settings(BaseSettings):
             "transactionalRole": role,
         }
 
-    def kafka_options(self) -> dict[str, str]:
-        """Options of Spark's connector (``format("kafka")``) from the same connection settings
-        (secrets revealed: only for handing to the client).
+    def java_client_config(self) -> dict[str, str]:
+        """The connection as the Java client's keys: Spark's connector (:meth:`kafka_options`),
+        the JVM writer, and Kafka's own tools (``--command-config``, written by
+        :func:`streamscale.kafka.security.write_client_properties`); secrets revealed, only for
+        handing to the client.
 
         Credentials become a ``sasl.jaas.config`` for PLAIN and SCRAM; OAUTHBEARER and GSSAPI
         need a JAAS configuration of the JVM's own (``java.security.auth.login.config``). The
         CA file is read as a PEM trust store.
         """
-        opts = {
-            "kafka.bootstrap.servers": self.bootstrap_servers,
-            "kafka.security.protocol": self.security_protocol,
+        conf = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
         }
         if self.sasl_mechanism:
-            opts["kafka.sasl.mechanism"] = self.sasl_mechanism
+            conf["sasl.mechanism"] = self.sasl_mechanism
             module = _LOGIN_MODULES.get(self.sasl_mechanism)
             if module and self.sasl_username is not None and self.sasl_password is not None:
-                opts["kafka.sasl.jaas.config"] = jaas_config(
+                conf["sasl.jaas.config"] = jaas_config(
                     module, self.sasl_username, self.sasl_password.get_secret_value()
                 )
         if self.ssl_ca_location:
-            opts["kafka.ssl.truststore.type"] = "PEM"
-            opts["kafka.ssl.truststore.location"] = self.ssl_ca_location
+            conf["ssl.truststore.type"] = "PEM"
+            conf["ssl.truststore.location"] = self.ssl_ca_location
+        return conf
+
+    def kafka_options(self) -> dict[str, str]:
+        """Options of Spark's connector (``format("kafka")``): :meth:`java_client_config`
+        prefixed ``kafka.``, and the read limits (secrets revealed: only for the client)."""
+        opts = {f"kafka.{k}": v for k, v in self.java_client_config().items()}
         opts.update(self._read_limits())
         return opts
 
@@ -312,6 +353,8 @@ class Settings(BaseSettings):
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
+            "spark.redaction.regex": REDACTION_REGEX,
+            "spark.sql.redaction.options.regex": OPTIONS_REDACTION_REGEX,
             # A Kafka partition's task prefers the executor that holds its cached consumer;
             # when that executor is busy, or gone (an executor removed while it registered
             # leaves its block manager behind), Spark's default waits 3 s before running the
@@ -351,6 +394,52 @@ def jaas_config(module: str, username: str, password: str) -> str:
         return f'"{value}"'
 
     return f"{module} required username={quoted(username)} password={quoted(password)};"
+
+
+_JAAS_VALUE = r'"((?:[^"\\]|\\.)*)"'
+
+
+def jaas_credentials(line: str) -> tuple[str, str] | None:
+    """The ``(username, password)`` of a JAAS line as :func:`jaas_config` writes it (and as
+    users write it for PLAIN and SCRAM), None when it holds no such pair."""
+    import re
+
+    found = {}
+    for name in ("username", "password"):
+        match = re.search(rf"\b{name}\s*=\s*{_JAAS_VALUE}", line)
+        if match is None:
+            return None
+        found[name] = re.sub(
+            r"\\(.)", lambda m: {"n": "\n", "r": "\r"}.get(m.group(1), m.group(1)), match.group(1)
+        )
+    return found["username"], found["password"]
+
+
+def librdkafka_from_java(java: Mapping[str, str]) -> dict[str, str]:
+    """librdkafka keys of a Java client's connection (Spark's connector's ``kafka.*`` options
+    without the prefix): the keys both take as they are, the JAAS line's PLAIN or SCRAM
+    credentials, and a PEM trust store as the CA file (the inverse of
+    :meth:`Settings.java_client_config`)."""
+    out = {k: java[k] for k in JAVA_AND_LIBRDKAFKA_KEYS if k in java}
+    credentials = jaas_credentials(java.get("sasl.jaas.config", ""))
+    if credentials is not None:
+        out["sasl.username"], out["sasl.password"] = credentials
+    if java.get("ssl.truststore.type", "").upper() == "PEM" and "ssl.truststore.location" in java:
+        out["ssl.ca.location"] = java["ssl.truststore.location"]
+    return out
+
+
+JAVA_AND_LIBRDKAFKA_KEYS = (
+    "bootstrap.servers",
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.kerberos.service.name",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.key.password",
+    "client.id",
+)
+"""Keys of Kafka's Java client that librdkafka takes as they are."""
 
 
 def load_settings(config: Path | None = None, **overrides: Any) -> Settings:

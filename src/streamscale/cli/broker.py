@@ -28,18 +28,46 @@ def start(
         help="Address the nodes listen on and advertise: one of this machine's that the "
         "clients reach (fixed when the data dir is formatted)",
     ),
+    secure: bool = typer.Option(
+        False,
+        "--secure",
+        help="TLS and SASL/SCRAM-SHA-512 on the client listener, ACLs on (fixed when the data "
+        "dir is formatted): a CA, an admin and a pipeline principal are made in "
+        "<data-dir>/security; their passwords stay in files of mode 0600",
+    ),
     data_dir: Path = DATA_DIR,
 ) -> None:
     """Format (once) and start the nodes, wait until every one is registered, print the
-    bootstrap list. Data stays in --data-dir: a restart keeps it."""
+    bootstrap list (with --secure, then what a client needs). Data stays in --data-dir: a
+    restart keeps it."""
     from streamscale.network import check_host
 
     try:
-        running = embedded.start(port, data_dir, nodes=nodes, host=check_host(host, "--host"))
+        running = embedded.start(
+            port, data_dir, nodes=nodes, host=check_host(host, "--host"), secure=secure
+        )
     except (embedded.BrokerError, ValueError, RuntimeError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(running.bootstrap)
+    if running.secure:
+        _print_client_files(data_dir)
+
+
+def _print_client_files(data_dir: Path) -> None:
+    from streamscale.kafka import security
+
+    where = security.files(data_dir)
+    typer.echo(f"CA certificate: {where.ca_pem}")
+    typer.echo(
+        f"# the pipeline principal's settings ({where.env(security.PIPELINE)}; "
+        "the password stays in its file):"
+    )
+    typer.echo(where.env(security.PIPELINE).read_text().rstrip("\n"))
+    typer.echo(
+        f"# the admin's: {where.env(security.ADMIN)}; Kafka's tools: --command-config "
+        f"{where.properties(security.ADMIN)}"
+    )
 
 
 @app.command()

@@ -222,7 +222,7 @@ def run(
     except Exception as exc:  # a failed query's error is a whole trace: its one telling line
         from streamscale.kafka.client import first_error_line
 
-        typer.echo(f"error: {first_error_line(str(exc))}", err=True)
+        typer.echo(f"error: {first_error_line(str(exc), settings.sasl_username)}", err=True)
         raise typer.Exit(1) from None
     summary = ", ".join(f"{k}={v:,}" for k, v in sorted(totals.items()) if v)
     typer.echo(f"{pipeline.value}: stopped; totals: {summary or 'nothing processed'}")

@@ -371,7 +371,11 @@ def _with_diagnosis(message: str, conf: Mapping[str, Any], topics: Sequence[str]
     """``message`` and, when the cluster cannot take ``acks=all`` writes to ``topics`` now,
     why (librdkafka's own error after its retries is only "Message timed out"); one line."""
     from streamscale.kafka.admin import explain_unacknowledged
+    from streamscale.kafka.refusals import explain
 
+    refused = explain(message, user=conf.get("sasl.username"), topics=topics)
+    if refused is not None:
+        return refused
     why = explain_unacknowledged(conf, topics)
     return message if why is None else f"{why}: {message}"
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamscale.errors import ConfigError, KafkaRequestError
+from streamscale.errors import CertificateError, ConfigError, KafkaRequestError
 from streamscale.errors import UnknownTopicError as UnknownTopicError  # re-exported
 from streamscale.errors import UnreachableError as UnreachableError  # re-exported
 from streamscale.kafka.offsets import Offsets, TopicPartition
@@ -84,6 +84,7 @@ class KafkaAdmin:
         self._admin: Any = None
         self._consumer: Any = None
         self._group_consumers: dict[str, Any] = {}
+        self._client_errors: list[str] = []
 
     @property
     def servers(self) -> str:
@@ -94,8 +95,16 @@ class KafkaAdmin:
         if self._admin is None:
             from confluent_kafka.admin import AdminClient
 
-            self._admin = AdminClient(self.conf)
+            conf = dict(self.conf)
+            conf.setdefault("error_cb", self._client_errors_cb)
+            self._admin = AdminClient(conf)
         return self._admin
+
+    def _client_errors_cb(self, err: Any) -> None:
+        """Errors librdkafka reports on its own (a refused login, a failed TLS handshake):
+        kept so that a request that then times out says why (:meth:`metadata`)."""
+        if len(self._client_errors) < 20:
+            self._client_errors.append(str(err))
 
     def _offsets_consumer(self) -> Any:
         if self._consumer is None:
@@ -132,6 +141,18 @@ class KafkaAdmin:
         try:
             return self._admin_client().list_topics(topic=topic, timeout=self.timeout_s)
         except KafkaException as exc:
+            from streamscale.kafka.refusals import refusal
+
+            self._admin_client().poll(0)  # serves the error callback
+            text = " ".join([str(exc), *self._client_errors])
+            why = refusal(text, user=self.conf.get("sasl.username"))
+            if isinstance(why, CertificateError):  # librdkafka does not say what failed
+                from streamscale.kafka.security import tls_problem
+
+                problem = tls_problem(self.servers, self.conf.get("ssl.ca.location"))
+                why = (refusal(problem) if problem else None) or why
+            if why is not None:
+                raise why from None
             raise UnreachableError(
                 f"cannot reach Kafka at {self.servers} within {self.timeout_s:.0f} s: "
                 f"{exc.args[0].str() if exc.args else exc}"

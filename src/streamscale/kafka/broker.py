@@ -12,6 +12,9 @@ The configuration is that of ``config/server.properties`` for KRaft, with what a
 cluster needs: internal topics replicated ``min(3, nodes)`` times with a min ISR of
 ``min(2, nodes)``, no group rebalance delay, and no topic auto-creation (a missing topic is an
 error, as with any cluster run on purpose).
+
+``secure`` (``broker start --secure``, fixed at format time): TLS, SASL/SCRAM and ACLs
+(:mod:`streamscale.kafka.security`); every probe of this module then connects as the admin.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 
 from streamscale import class_archives, jars, processes
 from streamscale.errors import LaunchError
+from streamscale.settings import Settings
 
 DEFAULT_DATA_DIR = Path(".streamscale/broker")
 LAYOUT = "cluster.json"
@@ -88,6 +92,8 @@ class Layout:
 
     cluster_id: str
     nodes: tuple[NodeSpec, ...]
+    secure: bool = False
+    """SASL_SSL with SCRAM and ACLs (:mod:`streamscale.kafka.security`)."""
 
     @property
     def bootstrap(self) -> str:
@@ -124,6 +130,16 @@ class Broker:
 
     nodes: tuple[Node, ...]
     data_dir: Path
+    secure: bool = False
+
+    def client_settings(self, user: str = "pipeline", **more: object) -> Settings:
+        """The settings of a client of this cluster: as ``user`` (``pipeline`` or ``admin``)
+        when it is secured, else a plaintext client."""
+        if not self.secure:
+            return Settings(bootstrap_servers=self.bootstrap, **more)  # type: ignore[arg-type]
+        from streamscale.kafka import security
+
+        return security.client_settings(self.data_dir, self.bootstrap, user, **more)
 
     @property
     def bootstrap(self) -> str:
@@ -159,8 +175,12 @@ def node_name(node_id: int) -> str:
     return f"{NODE_PREFIX}{node_id}"
 
 
-def server_properties(layout: Layout, node_id: int, data: Path) -> str:
-    """``server.properties`` of node ``node_id`` of ``layout`` (KRaft, broker and controller)."""
+def server_properties(
+    layout: Layout, node_id: int, data: Path, secured: Mapping[str, str] | None = None
+) -> str:
+    """``server.properties`` of node ``node_id`` of ``layout`` (KRaft, broker and controller);
+    ``secured``: the keys of a secured node
+    (:func:`streamscale.kafka.security.server_overrides`) over the plaintext listeners."""
     spec = layout.node(node_id)
     count = len(layout.nodes)
     rf = min(3, count)
@@ -191,29 +211,40 @@ def server_properties(layout: Layout, node_id: int, data: Path) -> str:
         "num.network.threads": 2,
         "num.io.threads": 4,
     }
+    props.update(secured or {})
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
 def layout_to_json(layout: Layout) -> str:
     return json.dumps(
-        {"cluster_id": layout.cluster_id, "nodes": [asdict(n) for n in layout.nodes]}, indent=2
+        {
+            "cluster_id": layout.cluster_id,
+            "nodes": [asdict(n) for n in layout.nodes],
+            "secure": layout.secure,
+        },
+        indent=2,
     )
 
 
 def layout_from_json(text: str) -> Layout:
     raw = json.loads(text)
-    return Layout(raw["cluster_id"], tuple(NodeSpec(**n) for n in raw["nodes"]))
+    nodes = tuple(NodeSpec(**n) for n in raw["nodes"])
+    return Layout(raw["cluster_id"], nodes, bool(raw.get("secure", False)))
 
 
 # --------------------------------------------------------------------------- I/O
 
 
-def answers_metadata(bootstrap: str, timeout_s: float = 1.0) -> int:
-    """How many brokers the cluster at ``bootstrap`` reports (0 when nobody answers)."""
+def answers_metadata(
+    bootstrap: str, timeout_s: float = 1.0, conf: Mapping[str, str] | None = None
+) -> int:
+    """How many brokers the cluster at ``bootstrap`` reports (0 when nobody answers);
+    ``conf``: the connection's other librdkafka keys (a secured cluster's admin)."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(
         {
+            **(conf or {}),
             "bootstrap.servers": bootstrap,
             "socket.connection.setup.timeout.ms": 1000,
             "log_level": 0,
@@ -267,7 +298,21 @@ def node_hosts(host: str | Sequence[str], nodes: int) -> list[str]:
     return hosts
 
 
-def _new_layout(nodes: int, port: int | None, host: str | Sequence[str] = HOST) -> Layout:
+def probe_conf(data_dir: Path, layout: Layout | None) -> dict[str, str]:
+    """librdkafka keys that reach the cluster of ``data_dir``: none for a plaintext one, the
+    admin's connection for a secured one."""
+    if layout is None or not layout.secure:
+        return {}
+    from streamscale.kafka import security
+
+    conf = security.client_settings(data_dir, layout.bootstrap, security.ADMIN).kafka_config()
+    conf.pop("bootstrap.servers")
+    return conf
+
+
+def _new_layout(
+    nodes: int, port: int | None, host: str | Sequence[str] = HOST, secure: bool = False
+) -> Layout:
     taken: set[int] = set()
 
     def pick() -> int:
@@ -283,7 +328,7 @@ def _new_layout(nodes: int, port: int | None, host: str | Sequence[str] = HOST) 
     for i, node_host in enumerate(node_hosts(host, nodes), start=1):
         broker_port = port if (i == 1 and port is not None) else pick()
         specs.append(NodeSpec(i, broker_port, pick(), node_host))
-    return Layout(new_cluster_id(), tuple(specs))
+    return Layout(new_cluster_id(), tuple(specs), secure)
 
 
 def _format(data_dir: Path, layout: Layout) -> None:
@@ -292,22 +337,50 @@ def _format(data_dir: Path, layout: Layout) -> None:
     (data_dir / "log4j2.properties").write_text(LOG4J2)
     cp = jars.classpath(jars.BROKER)
     archive = class_archives.use_options(class_archives.KAFKA)
+    scram: list[str] = []
+    if layout.secure:
+        from streamscale.kafka import security
+
+        made = security.create(data_dir, [n.host for n in layout.nodes])
+        scram = security.scram_arguments(made.users)
     running = []
     for spec in layout.nodes:
         folder = node_dir(data_dir, spec.node_id)
         folder.mkdir(parents=True, exist_ok=True)
         props = folder / "server.properties"
-        props.write_text(server_properties(layout, spec.node_id, folder / "data"))
+        secured = None
+        if layout.secure:
+            where = security.files(data_dir)
+            secured = security.server_overrides(
+                spec.host,
+                spec.port,
+                spec.controller_port,
+                where,
+                made.users["admin"],
+                made.keystore,
+            )
+        _write_private(props, server_properties(layout, spec.node_id, folder / "data", secured))
         argv = [jars.java(), "-Xmx256m", *_log_opts(data_dir), *archive, "-cp", cp, STORAGE_TOOL]
-        argv += ["format", "-t", layout.cluster_id, "-c", str(props)]
+        argv += ["format", "-t", layout.cluster_id, "-c", str(props), *scram]
         running.append(
             subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         )
     for proc in running:
         out, _ = proc.communicate(timeout=120)
         if proc.returncode != 0:
-            raise BrokerError(f"kafka-storage format failed: {out.strip()[-500:]}")
+            text = out.strip()[-500:]
+            for secret in scram[1::2]:
+                text = text.replace(secret, "[hidden]")
+            raise BrokerError(f"kafka-storage format failed: {text}")
     (data_dir / LAYOUT).write_text(layout_to_json(layout))
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a node's properties: mode 0600 (a secured node's hold its keystore's and its
+    admin's passwords)."""
+    from streamscale.kafka.security import write_secret
+
+    write_secret(path, text)
 
 
 def _log_opts(data_dir: Path) -> list[str]:
@@ -377,7 +450,7 @@ def _wait_ready(data_dir: Path, layout: Layout, expect: int, timeout_s: float) -
                 raise BrokerError(
                     f"Kafka node {spec.node_id} exited at start: {processes.tail(Path(proc.log))}"
                 )
-        if answers_metadata(layout.bootstrap) >= expect:
+        if answers_metadata(layout.bootstrap, conf=probe_conf(data_dir, layout)) >= expect:
             return
         time.sleep(0.2)
     raise BrokerError(
@@ -396,12 +469,15 @@ def start(
     java_options: Sequence[str] | None = None,
     host: str | Sequence[str] = HOST,
     prefixes: Mapping[int, Sequence[str]] | None = None,
+    secure: bool = False,
 ) -> Broker:
     """Start a cluster of ``nodes`` (1 or 3) Kafka nodes and wait until every node is
     registered; return it. Data in ``data_dir`` is formatted once and kept: a second start of
     the same directory restarts the same cluster, on the same addresses and ports, with its
     data. ``host``: the address of every node (127.0.0.1 by default), or one per node, fixed
-    at the first start; ``prefixes``: a command prefix per node id (``ip netns exec NS``).
+    at the first start; ``prefixes``: a command prefix per node id (``ip netns exec NS``);
+    ``secure``: TLS, SCRAM and ACLs (:mod:`streamscale.kafka.security`), fixed at the first
+    start too (the client files and the pipeline principal's ACLs are written at each).
     """
     if nodes not in (1, 3):
         raise BrokerError(f"--nodes must be 1 or 3, not {nodes}")
@@ -416,7 +492,7 @@ def start(
         first = node_hosts(host, nodes)[0]
         if port is not None and processes.port_in_use(port, first):
             raise BrokerError(f"port {port} on {first} is taken: choose another with --port")
-        layout = _new_layout(nodes, port, host)
+        layout = _new_layout(nodes, port, host, secure)
         _format(data_dir, layout)
     else:
         if len(layout.nodes) != nodes:
@@ -429,10 +505,18 @@ def start(
                 f"{data_dir} holds a cluster on port {layout.nodes[0].port}, not {port}: "
                 "drop --port, or choose another --data-dir"
             )
+        if layout.secure != secure:
+            kind = "secured" if layout.secure else "plaintext"
+            flag = "add --secure" if layout.secure else "drop --secure"
+            raise BrokerError(
+                f"{data_dir} holds a {kind} cluster: {flag}, or choose another --data-dir"
+            )
     try:
         for spec in layout.nodes:
             _launch(data_dir, spec, heap, java_options, (prefixes or {}).get(spec.node_id, ()))
         _wait_ready(data_dir, layout, len(layout.nodes), ready_timeout_s)
+        if layout.secure:
+            _secure_clients(data_dir, layout)
     except BrokerError:
         stop(data_dir)
         raise
@@ -440,6 +524,24 @@ def start(
     if found is None:
         raise BrokerError(f"the broker in {data_dir} stopped right after start")
     return found
+
+
+def _secure_clients(data_dir: Path, layout: Layout) -> None:
+    """Write the client files of a secured cluster and grant the pipeline principal its
+    topics, groups and transactional ids (:func:`streamscale.kafka.acls.pipeline_grants`)."""
+    from streamscale.kafka import security
+    from streamscale.kafka.acls import pipeline_grants
+    from streamscale.pipelines.topics import topic_access
+
+    security.write_client_files(data_dir, layout.bootstrap)
+    admin = security.client_settings(data_dir, layout.bootstrap, security.ADMIN)
+    reads, writes = topic_access()
+    try:
+        security.apply_grants(
+            admin.kafka_config(), pipeline_grants(security.PIPELINE, reads, writes)
+        )
+    except security.SecurityError as exc:
+        raise BrokerError(str(exc)) from exc
 
 
 def start_node(
@@ -476,7 +578,10 @@ def nodes(data_dir: Path = DEFAULT_DATA_DIR) -> list[Node]:
 def status(data_dir: Path = DEFAULT_DATA_DIR) -> Broker | None:
     """The cluster recorded in ``data_dir`` if any node of it is running."""
     running = nodes(data_dir)
-    return Broker(tuple(running), data_dir) if running else None
+    if not running:
+        return None
+    layout = load_layout(data_dir)
+    return Broker(tuple(running), data_dir, layout is not None and layout.secure)
 
 
 def describe(data_dir: Path = DEFAULT_DATA_DIR) -> list[dict[str, object]]:
@@ -495,7 +600,9 @@ def describe(data_dir: Path = DEFAULT_DATA_DIR) -> list[dict[str, object]]:
                 "port": spec.port,
                 "controller_port": spec.controller_port,
                 "pid": proc.pid if alive and proc is not None else None,
-                "answers": alive and answers_metadata(f"{spec.host}:{spec.port}") > 0,
+                "answers": alive
+                and answers_metadata(f"{spec.host}:{spec.port}", conf=probe_conf(data_dir, layout))
+                > 0,
                 "log": proc.log if proc is not None else None,
             }
         )
@@ -557,10 +664,11 @@ def embedded_broker(
     nodes: int = 1,
     host: str = HOST,
     heap: str = HEAP,
+    secure: bool = False,
 ) -> Iterator[Broker]:
     """A cluster for the duration of a ``with`` block (tests, the demo, benchmarks); ``heap``
-    of each node's JVM (the demo's broker takes less)."""
-    running = start(port, data_dir, nodes=nodes, host=host, heap=heap)
+    of each node's JVM (the demo's broker takes less); ``secure``: see :func:`start`."""
+    running = start(port, data_dir, nodes=nodes, host=host, heap=heap, secure=secure)
     try:
         yield running
     finally:

@@ -38,10 +38,16 @@ def producer_config(base: Mapping[str, Any], **overrides: Any) -> dict[str, Any]
 _CAUSES = ("DeliveryError: ", "KafkaException: ", "KafkaError: ", "TimeoutException: ")
 
 
-def first_error_line(text: str) -> str:
+def first_error_line(text: str, user: str | None = None) -> str:
     """One line out of an error that may be a whole JVM or Python trace (a failed streaming
-    query): the message of the innermost Kafka or delivery error if it names one, else the
-    first non-empty line."""
+    query): a secured cluster's refusal as :mod:`streamscale.kafka.refusals` explains it (for
+    SASL ``user``), else the message of the innermost Kafka or delivery error if it names one,
+    else the first non-empty line."""
+    from streamscale.kafka.refusals import explain
+
+    why = explain(text, user=user)
+    if why is not None:
+        return why
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     for cause in _CAUSES:
         for line in lines:

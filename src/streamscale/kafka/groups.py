@@ -21,19 +21,11 @@ from typing import Any
 
 from streamscale.kafka.offsets import Offsets, TopicPartition
 from streamscale.lag.model import is_kafka_description, parse_offsets
+from streamscale.settings import JAVA_AND_LIBRDKAFKA_KEYS, librdkafka_from_java
 
 DEFAULT_GROUP_PREFIX = "streamscale"
 
-JAVA_CLIENT_KEYS = (
-    "bootstrap.servers",
-    "security.protocol",
-    "sasl.mechanism",
-    "sasl.kerberos.service.name",
-    "ssl.keystore.location",
-    "ssl.keystore.password",
-    "ssl.key.password",
-    "client.id",
-)
+JAVA_CLIENT_KEYS = JAVA_AND_LIBRDKAFKA_KEYS
 """``kafka.*`` keys of Spark's connector (Java client) that librdkafka takes as they are."""
 
 PYTHON_STREAM = "PythonMicroBatchStream"
@@ -66,8 +58,9 @@ def connection(
 
     ``fallback`` (the committer's own connection, credentials included) when the source names
     no servers or the same ones; else the source's ``kafka.*`` keys: all of them for the
-    ``streamscale-kafka`` source (``librdkafka_keys``, minus ``group.id``), only
-    :data:`JAVA_CLIENT_KEYS` for Spark's connector.
+    ``streamscale-kafka`` source (``librdkafka_keys``, minus ``group.id``), for Spark's
+    connector its Java keys as librdkafka's (:func:`~streamscale.settings.librdkafka_from_java`:
+    the JAAS line's credentials and a PEM trust store too).
     """
     kafka = {k[len("kafka.") :]: v for k, v in _lower(options).items() if k.startswith("kafka.")}
     servers = _servers(kafka.get("bootstrap.servers"))
@@ -75,7 +68,7 @@ def connection(
         return dict(fallback)
     if librdkafka_keys:
         return {k: v for k, v in kafka.items() if k != "group.id"}
-    return {k: kafka[k] for k in JAVA_CLIENT_KEYS if k in kafka}
+    return librdkafka_from_java(kafka)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from streamscale.errors import ConfigError, PipelineError
+from streamscale.kafka.refusals import refusal
 from streamscale.pipelines.query import STOP_WAIT_S, progress_data, stop_between_batches
 from streamscale.settings import KafkaSource, Settings
 
@@ -225,12 +226,21 @@ def run(
                 f"{name}: query {query.id} started ({settings.bootstrap_servers}, "
                 f"reading with {pipeline.source})"
             )
-            totals = drive(query, pipeline, stop.event, echo)
+            try:
+                totals = drive(query, pipeline, stop.event, echo)
+            except Exception as exc:  # the failed query's error: a refusal says what to fix
+                why = refusal(str(exc), user=settings.sasl_username)
+                if why is None:
+                    raise
+                raise type(why)(f"{name} failed: {why}") from exc
         committer = group_committer(spark)
         if committer is not None and not committer.wait_for(query, timeout_s=30.0):
             echo(f"{name}: warning: the last batch's offsets were not committed to its group")
         error = query.exception()
         if error is not None:
+            why = refusal(str(error), user=settings.sasl_username)
+            if why is not None:  # a secured cluster's refusal: the one line saying what to fix
+                raise type(why)(f"{name} failed: {why}")
             raise PipelineError(f"{name} failed: {error}")
         return totals
     finally:

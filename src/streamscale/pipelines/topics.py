@@ -10,6 +10,11 @@ from streamscale.kafka.transactions import marker_topic_spec
 ENRICHMENT = "enrichment"
 GAME_SESSIONS = "game-sessions"
 WEEK_MS = 7 * 24 * 3600 * 1000
+INPUTS: dict[str, tuple[str, ...]] = {
+    ENRICHMENT: ("achats", "referentiel"),
+    GAME_SESSIONS: ("GAME-FRAME-RQ", "GAME-FRAME-RS"),
+}
+"""The topics each pipeline reads; every other topic of its catalog it writes."""
 
 
 def pipeline_topics(
@@ -44,3 +49,19 @@ def pipeline_topics(
             *extra,
         ],
     }
+
+
+def topic_access() -> tuple[list[str], list[str]]:
+    """The topics the seed pipelines read, and those they write (outputs and dead letters),
+    from :func:`pipeline_topics` and :data:`INPUTS`: what a pipeline principal is granted
+    on a secured cluster (:func:`streamscale.kafka.acls.pipeline_grants`)."""
+    reads = sorted({name for names in INPUTS.values() for name in names})
+    writes = sorted(
+        {
+            spec.name
+            for specs in pipeline_topics().values()
+            for spec in specs
+            if spec.name not in reads
+        }
+    )
+    return reads, writes

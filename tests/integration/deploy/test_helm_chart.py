@@ -866,3 +866,66 @@ def test_pyspark_reads_the_charts_spark_conf_and_the_session_settings_win(
     assert conf["spark.master"] == "local[1]"
     assert conf["spark.driver.host"] == "127.0.0.1"
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
+
+
+SECURED = {
+    **REQUIRED,
+    "kafka": {
+        "bootstrapServers": "kafka-0.kafka:9093",
+        "security": {
+            "protocol": "SASL_SSL",
+            "saslUsername": "pipeline",
+            "passwordSecret": {"name": "kafka-pipeline"},
+            "caSecret": {"name": "kafka-ca", "key": "ca.crt"},
+        },
+    },
+}
+
+
+def test_a_secured_clusters_secrets_are_mounted_files_the_settings_read(
+    render: Render, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kafka.security wires the SASL password and the CA from Secrets mounted as files (the
+    password readable by the owner only, the CA in every executor too, for Spark's
+    connector), and the driver's settings read them: the password itself is in no object."""
+    from streamscale.settings import Settings
+
+    objects = render(SECURED)
+    container = driver_container(objects)
+    env = env_of(container)
+    assert env["STREAMSCALE_SECURITY_PROTOCOL"] == "SASL_SSL"
+    assert env["STREAMSCALE_SASL_MECHANISM"] == "SCRAM-SHA-512"
+    assert "STREAMSCALE_SASL_PASSWORD" not in env
+    password_file = Path(env["STREAMSCALE_SASL_PASSWORD_FILE"])
+    ca_file = Path(env["STREAMSCALE_SSL_CA_LOCATION"])
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {
+        v["name"]: v for v in one(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    }
+    for volume, path, secret, key, mode in (
+        ("kafka-password", password_file, "kafka-pipeline", "password", 0o400),
+        ("kafka-ca", ca_file, "kafka-ca", "ca.crt", 0o444),
+    ):
+        assert mounts[volume]["readOnly"] is True
+        assert path == Path(mounts[volume]["mountPath"]) / key
+        assert volumes[volume]["secret"] == {
+            "secretName": secret, "defaultMode": mode, "items": [{"key": key, "path": key}]
+        }  # fmt: skip
+    conf = spark_defaults(objects)
+    assert conf["spark.kubernetes.executor.secrets.kafka-ca"] == str(ca_file.parent)
+    # The settings of the driver, with the Secrets' files where the pod has them.
+    (tmp_path / "password").write_text("from-the-secret\n")
+    (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    for name, value in env.items():
+        if name.startswith("STREAMSCALE_") and isinstance(value, str):
+            monkeypatch.setenv(name, value)
+    monkeypatch.setenv("STREAMSCALE_SASL_PASSWORD_FILE", str(tmp_path / "password"))
+    monkeypatch.setenv("STREAMSCALE_SSL_CA_LOCATION", str(tmp_path / "ca.crt"))
+    settings = Settings()
+    assert settings.kafka_config()["sasl.password"] == "from-the-secret"
+    assert 'password="from-the-secret"' in settings.kafka_options()["kafka.sasl.jaas.config"]
+    assert "from-the-secret" not in yaml.safe_dump_all(objects)
+    # Without security, none of it is rendered.
+    plain = render(REQUIRED)
+    assert not any("kafka" in m["name"] for m in driver_container(plain)["volumeMounts"])
+    assert not any(k.startswith("spark.kubernetes.executor.secrets") for k in spark_defaults(plain))
