@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from streamscale.kafka.client import first_error_line
 from streamscale.kafka.groups import (
     MAX_REMEMBERED,
     CommitTarget,
@@ -296,8 +297,9 @@ class GroupCommitter(StreamingQueryListener):  # type: ignore[misc]
             admin.commit(target.group, moved)
         except Exception as exc:  # the checkpoint is the truth: a failed mirror is a warning
             self.failures += 1
+            why = first_error_line(str(exc), user=target.config.get("sasl.username"))
             log.warning(
-                "could not commit offsets to group %s on %s: %s", target.group, target.servers, exc
+                "could not commit offsets to group %s on %s: %s", target.group, target.servers, why
             )
             return
         self.commits += 1

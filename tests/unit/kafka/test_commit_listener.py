@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import threading
 import time
 import uuid
@@ -14,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from pyspark.sql.streaming.listener import QueryProgressEvent
 
 from streamscale.kafka import commits
@@ -35,11 +37,12 @@ class Recorder:
         self.conf = dict(conf)
         self.log = log
         self.failing = threading.Event()
+        self.failure = "coordinator not available"
         self.closed = False
 
     def commit(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
         if self.failing.is_set():
-            raise RuntimeError("coordinator not available")
+            raise RuntimeError(self.failure)
         self.log.append((self.conf["bootstrap.servers"], group, dict(offsets)))
 
     def close(self) -> None:
@@ -117,6 +120,29 @@ def test_a_failed_commit_is_counted_and_retried_with_the_next_batch() -> None:
     committer.onQueryProgress(_event(CONNECTOR[2]))
     assert committer.wait_for_batch(RUN, 2, timeout_s=10)
     assert log[-1][2] == {_tp(0): 48, _tp(1): 9}  # partition 2 did not move since batch 0
+    committer.close()
+
+
+def test_a_refused_group_is_warned_in_the_refusals_one_line_and_retried(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    committer, log, admins = _committer()
+    committer.onQueryProgress(_event(CONNECTOR[0]))
+    assert committer.wait_for_batch(RUN, 0, timeout_s=10)
+    admins[0].failure = (
+        "KafkaError{code=GROUP_AUTHORIZATION_FAILED,val=30,str=\"Broker: Group authorization "
+        'failed"}'
+    )
+    admins[0].failing.set()
+    with caplog.at_level(logging.WARNING, logger=commits.log.name):
+        committer.onQueryProgress(_event(CONNECTOR[1]))
+        assert committer.wait_for_batch(RUN, 1, timeout_s=10)
+    (warning,) = [r.getMessage() for r in caplog.records if "could not commit" in r.getMessage()]
+    assert "GROUP_AUTHORIZATION_FAILED on group streamscale-*: grant READ" in warning, warning
+    admins[0].failing.clear()  # the ACL granted: the next batch's commit catches up
+    committer.onQueryProgress(_event(CONNECTOR[2]))
+    assert committer.wait_for_batch(RUN, 2, timeout_s=10)
+    assert log[-1][2] == {_tp(0): 48, _tp(1): 9}
     committer.close()
 
 
