@@ -130,7 +130,7 @@ def test_a_refused_group_is_warned_in_the_refusals_one_line_and_retried(
     committer.onQueryProgress(_event(CONNECTOR[0]))
     assert committer.wait_for_batch(RUN, 0, timeout_s=10)
     admins[0].failure = (
-        "KafkaError{code=GROUP_AUTHORIZATION_FAILED,val=30,str=\"Broker: Group authorization "
+        'KafkaError{code=GROUP_AUTHORIZATION_FAILED,val=30,str="Broker: Group authorization '
         'failed"}'
     )
     admins[0].failing.set()
