@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from streamscale import processes
 from streamscale.kube import controlplane as kube
 
 app = typer.Typer(
@@ -58,6 +59,6 @@ def status(data_dir: Path = DATA_DIR) -> None:
     for name, pid in plane.pids().items():
         typer.echo(f"{name:24s} pid={pid}")
     for name in kube.node_names(plane.data_dir):
-        managed = kube.processes.load(plane.data_dir, name)
+        managed = processes.load(plane.data_dir, name)
         if managed is not None and managed.alive():
             typer.echo(f"{name:24s} pid={managed.pid}")
