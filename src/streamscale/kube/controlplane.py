@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import ssl
 import time
@@ -388,7 +389,7 @@ def start(
                 name,
                 argv,
                 data_dir,
-                ready=lambda port=port: _http_ok(f"https://{HOST}:{port}/healthz", _insecure()),
+                ready=functools.partial(_http_ok, f"https://{HOST}:{port}/healthz", _insecure()),
                 ready_timeout_s=ready_timeout_s,
             )
     except processes.ProcessError as exc:
