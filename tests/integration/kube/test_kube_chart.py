@@ -146,6 +146,9 @@ def release(
             "driverMemory": "768m",
             "executor": {"memory": "512m", "requestCores": "100m"},
             "deleteGracePeriod": "5s",
+            # Every pod here has the host's IP: Spark would read another executor's shuffle
+            # files from its local directory, which lives in that pod's mount namespace.
+            "conf": {"spark.shuffle.readHostLocalDisk": "false"},
         },
         "metrics": {"port": processes.free_port()},
         "env": [{"name": "STREAMSCALE_METRICS_HOST", "value": "127.0.0.1"}],
