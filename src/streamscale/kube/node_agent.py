@@ -59,6 +59,7 @@ from streamscale.kube import pods
 from streamscale.kube.pods import Outcome, PodSpecError
 
 HEARTBEAT_S = 10.0
+RETRY_S = 2.0
 MAX_PODS = 110
 KUBELET_VERSION = "v1.36.3"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -127,6 +128,7 @@ class Pod:
     containers: list[Container] = field(default_factory=list)
     deleting: bool = False
     finished: bool = False
+    tried_at: float = 0.0
 
 
 class NodeAgent:
@@ -448,6 +450,7 @@ class NodeAgent:
 
     def start_pod(self, pod: Pod) -> None:
         """Write the volumes, start every container, report Running (or why not)."""
+        pod.tried_at = time.monotonic()
         pod.directory.mkdir(parents=True, exist_ok=True)
         (pod.directory / "home").mkdir(exist_ok=True)
         spec = pod.raw["spec"]
@@ -556,11 +559,24 @@ class NodeAgent:
                 raise
 
     def monitor_loop(self) -> None:
-        """Notice containers that exit; restart them per ``restartPolicy``; report."""
+        """Notice containers that exit; restart them per ``restartPolicy``; retry pods whose
+        spec could not be honoured yet (a ConfigMap created after its pod, as Spark creates
+        its executors' one), as a kubelet's sync does; report."""
         while not self.stopping.wait(0.5):
             with self.lock:
                 current = list(self.pods.values())
             for pod in current:
+                waiting = [c for c in pod.containers if c.waiting is not None]
+                if (
+                    waiting
+                    and not pod.deleting
+                    and all(c.proc is None for c in pod.containers)
+                    and time.monotonic() - pod.tried_at > RETRY_S
+                ):
+                    with self.lock, contextlib.suppress(Exception):
+                        pod.tried_at = time.monotonic()
+                        self.start_pod(pod)
+                    continue
                 changed = False
                 for c in pod.containers:
                     if c.proc is None or c.outcome is not None:

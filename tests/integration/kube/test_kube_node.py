@@ -157,3 +157,37 @@ def test_a_deployment_gets_its_pod_through_the_controllers(core: Any) -> None:
     )
     apps.delete_namespaced_deployment("sleeper", ns, propagation_policy="Foreground")
     wait(lambda: not core.list_namespaced_pod(ns).items, "the deployment's pods deleted")
+
+
+def test_a_pod_whose_configmap_comes_later_starts_once_it_exists(core: Any) -> None:
+    """Spark creates an executor pod and then its ConfigMap: the agent retries the pod, as a
+    kubelet's sync does, instead of leaving it waiting."""
+    ns = namespace(core)
+    core.create_namespaced_pod(
+        ns,
+        {
+            "metadata": {"name": "late"},
+            "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "x",
+                        "command": ["sh", "-c", "cat /conf/k && sleep 600"],
+                        "volumeMounts": [{"name": "conf", "mountPath": "/conf"}],
+                    }
+                ],
+                "volumes": [{"name": "conf", "configMap": {"name": "later"}}],
+            },
+        },
+    )
+
+    def waiting_reason() -> str | None:
+        statuses = core.read_namespaced_pod("late", ns).status.container_statuses or []
+        return statuses[0].state.waiting.reason if statuses and statuses[0].state.waiting else None
+
+    assert wait(waiting_reason, "the pod waiting for its ConfigMap") == "CreateContainerConfigError"
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "later"}, "data": {"k": "v"}})
+    wait(lambda: core.read_namespaced_pod("late", ns).status.phase == "Running", "Running")
+    core.delete_namespaced_pod("late", ns, grace_period_seconds=1)
+    wait(lambda: not core.list_namespaced_pod(ns).items, "the pod deleted")
