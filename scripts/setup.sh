@@ -13,7 +13,9 @@ fi
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 # `ip` (netns, veth, bridge): the multi-host tests give each process a network namespace.
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
-command -v openssl >/dev/null 2>&1 || need_apt+=(openssl) # tests: a TLS endpoint's key as PEM
+# openssl: the local Kubernetes' certificates, the secured-Kafka tests' PEM keys; unshare: the node agent's pod mount namespaces.
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+command -v unshare >/dev/null 2>&1 || need_apt+=(util-linux)
 if ((${#need_apt[@]})); then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "setup: installing Debian packages: ${need_apt[*]}"
@@ -100,6 +102,35 @@ if [ ! -x build/bin/helm ] || [ "$(cat build/bin/.helm-version 2>/dev/null)" != 
         "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
     echo "$HELM_VERSION" >build/bin/.helm-version
 fi
+# A Kubernetes control plane for the Kubernetes tests and `streamscale kube start`: etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl, built from the pinned
+# Go modules of deploy/kube (go.mod/go.sum: k8s.io/kubernetes with its staging modules at
+# their published versions, etcd's server) into build/bin, with the version stamped in as
+# the official build does. A stamp (go.sum's checksum and the version) skips a second run.
+# Cold (empty Go build cache) about 6 min of both cores; see docs/how-to/kubernetes.md.
+KUBE_VERSION=v1.36.3
+build_kube() {
+    local stamp ldflags key
+    stamp="$(sha256sum deploy/kube/go.sum | cut -d' ' -f1) $KUBE_VERSION"
+    if [ "$(cat build/bin/.kube-stamp 2>/dev/null)" = "$stamp" ] &&
+        [ -x build/bin/kube-apiserver ] && [ -x build/bin/etcd ]; then
+        return
+    fi
+    echo "setup: building etcd and Kubernetes $KUBE_VERSION (apiserver, controller-manager, scheduler, kubectl) into build/bin"
+    mkdir -p build/bin
+    ldflags="-s -w"
+    for key in client-go/pkg/version component-base/version; do
+        ldflags+=" -X k8s.io/$key.gitVersion=$KUBE_VERSION -X k8s.io/$key.gitMajor=1"
+        ldflags+=" -X k8s.io/$key.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2)"
+        ldflags+=" -X k8s.io/$key.gitTreeState=clean"
+    done
+    (cd deploy/kube && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o ../../build/bin/ \
+        k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+        k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl &&
+        CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o ../../build/bin/etcd go.etcd.io/etcd/server/v3)
+    echo "$stamp" >build/bin/.kube-stamp
+}
+build_kube
 # Class-data sharing archives of a Kafka node's and a Spark driver's classes (jvm/lib/cds):
 # their JVMs then start on about a third less CPU. Recorded once per set of jars.
 .venv/bin/python -m streamscale.class_archives

@@ -159,8 +159,10 @@ def headroom(
     - Kubernetes, YARN: no core limit from the cluster manager; ``spark.executor.cores``, if
       set, must be a whole number >= 1;
     - Kubernetes: ``spark.driver.host`` must not be a loopback address (executor pods could
-      never reach the driver); ``spark.kubernetes.allocation.maximum``, when set, bounds the
-      count and is reported, since every scale-out spends some of it;
+      never reach the driver), unless the API server is on loopback too (the local cluster
+      of ``streamscale kube start``, whose pods are processes of this machine);
+      ``spark.kubernetes.allocation.maximum``, when set, bounds the count and is reported,
+      since every scale-out spends some of it;
     - standalone: ``spark.executor.cores`` must be set (without it each executor takes a whole
       worker, so the count moves only by workers and its ceiling cannot be read from the
       settings: one worker, the usual new set-up, never grows); ``spark.cores.max`` (when set)
@@ -181,7 +183,7 @@ def headroom(
             return Headroom(message=f"{executor_cores}: set {EXECUTOR_CORES}=1", fatal=True)
         return Headroom()
     if master.startswith("k8s://"):
-        return _kubernetes(conf, min_executors, max_executors)
+        return _kubernetes(master, conf, min_executors, max_executors)
     if not master.startswith("spark://"):
         return Headroom()
     return _standalone(conf, executor_cores, min_executors, max_executors, report, app_id)
@@ -193,9 +195,16 @@ def is_loopback(host: str) -> bool:
     return host in ("localhost", "::1") or re.fullmatch(r"127(\.\d{1,3}){3}", host) is not None
 
 
-def _kubernetes(conf: Mapping[str, str], min_executors: int, max_executors: int) -> Headroom:
+def _kubernetes(
+    master: str, conf: Mapping[str, str], min_executors: int, max_executors: int
+) -> Headroom:
+    from streamscale.network import master_hosts
+
     host = conf.get(DRIVER_HOST, "")
-    if is_loopback(host):
+    # An API server on loopback is the local one of `streamscale kube start`, whose node
+    # agent runs executor pods as processes of this machine: they reach a driver on loopback.
+    local_cluster = all(is_loopback(h) for h, _ in master_hosts(master))
+    if is_loopback(host) and not local_cluster:
         return Headroom(
             message=f"{DRIVER_HOST}={host.strip()}: executor pods cannot reach a driver on "
             f"loopback; set {DRIVER_HOST} to the driver pod's IP or its headless Service "

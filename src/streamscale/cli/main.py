@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from streamscale.cli import broker, cluster, demo, generate, lag, run, simulate, topics
+from streamscale.cli import broker, cluster, demo, generate, kube, lag, run, simulate, topics
 from streamscale.settings import env_help
 
 app = typer.Typer(
@@ -18,6 +18,7 @@ app.add_typer(broker.app, name="broker")
 app.add_typer(topics.app, name="topics")
 app.command("lag")(lag.lag)
 app.add_typer(cluster.app, name="cluster")
+app.add_typer(kube.app, name="kube")
 app.add_typer(generate.app, name="generate")
 app.command("simulate")(simulate.simulate)
 app.command("run")(run.run)

@@ -296,6 +296,19 @@ def test_executors_reach_the_driver_through_its_headless_service(
     assert env["STREAMSCALE_DRIVER_HOST"] == conf["spark.driver.host"]
 
 
+def test_executors_may_reach_the_driver_at_its_pod_ip(render: Render) -> None:
+    """``spark.driverAddress=podIP`` (a cluster whose DNS does not resolve the Service):
+    the driver advertises its pod's IP, declared before the variable that expands it."""
+    objects = render({**REQUIRED, "spark": {"driverAddress": "podIP"}})
+    assert "spark.driver.host" not in spark_defaults(objects)
+    container = driver_container(objects)
+    names = [e["name"] for e in container["env"]]
+    env = env_of(container)
+    assert env["POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert env["STREAMSCALE_DRIVER_HOST"] == "$(POD_IP)"
+    assert names.index("POD_IP") < names.index("STREAMSCALE_DRIVER_HOST")
+
+
 @pytest.mark.parametrize("values", [REQUIRED, FULL], ids=["required", "full"])
 def test_the_service_account_may_do_what_sparks_kubernetes_backend_does(
     render: Render, values: dict[str, Any]

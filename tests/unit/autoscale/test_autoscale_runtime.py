@@ -144,7 +144,7 @@ def test_run_refuses_a_kubernetes_driver_on_loopback_before_scaling(
     started: list[AutoscaleOptions] = []
     monkeypatch.setattr(runtime, "start_autoscaler", lambda *a, **kw: started.append(a[3]))
     hook = autoscaler(AutoscaleOptions(min_executors=1, max_executors=4), Settings())
-    spark = _session("k8s://https://127.0.0.1:6443", {"spark.driver.host": "127.0.0.1"})
+    spark = _session("k8s://https://k8s:6443", {"spark.driver.host": "127.0.0.1"})
     with pytest.raises(ConfigError, match=r"spark\.driver\.host=127\.0\.0\.1: executor pods"):
         hook(spark, None, "enrichment")  # type: ignore[arg-type]
     assert started == []

@@ -57,7 +57,11 @@ app.kubernetes.io/component: driver
 {{- end }}
 
 {{- define "streamscale.driverHost" -}}
+{{- if eq .Values.spark.driverAddress "podIP" }}
+{{- print "$(POD_IP)" }}
+{{- else }}
 {{- printf "%s.%s.svc" (include "streamscale.driverService" .) .Release.Namespace }}
+{{- end }}
 {{- end }}
 
 {{- define "streamscale.metricsService" -}}

@@ -1,0 +1,306 @@
+"""The Helm chart installed for real on the project's control plane (``helm install`` against
+kube-apiserver: real admission, RBAC enforced), with the node agent running the pods:
+
+- the driver's service account may do what Spark's Kubernetes backend does in its namespace
+  and is refused (403, by the API server) anything else: another namespace, secrets, nodes,
+  by ``kubectl auth can-i --as`` and by real requests with the account's own token;
+- the driver pod runs ``streamscale run enrichment --autoscale`` (Spark in client mode on
+  ``k8s://https://127.0.0.1:PORT``) against an embedded Kafka broker holding a backlog: the
+  executor pods Spark's Kubernetes backend creates are listed through the API server before,
+  during and after the scale-out and the scale-in, and follow the autoscaler's decision log;
+  the executors a scale-in chose have their pods deleted; the output read back from the
+  topic holds every input record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from streamscale import processes
+from streamscale.kafka import broker as embedded
+from streamscale.kube import controlplane as cp
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT / "deploy" / "helm" / "streamscale"
+RELEASE = "orders"
+NAMESPACE = "streaming"
+PURCHASES = 30_000
+PRODUCTS = 200
+MAX_EXECUTORS = 3
+TIMEOUT_S = 900.0  # about 4 min when the machine is not shared; 7+ when it is
+EXECUTORS = "spark-role=executor"
+
+
+def wait(check: Callable[[], Any], what: str, timeout_s: float = 120.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(0.5)
+
+
+def streamscale(*args: str, timeout_s: float = 180.0) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "streamscale.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def tool(kube: cp.ControlPlane, name: str, *args: str, check: bool = True) -> str:
+    done = subprocess.run(
+        [str(cp.binary(name)), "--kubeconfig", str(kube.admin_kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    if check:
+        assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+@dataclass
+class Release:
+    """The installed chart and what the test needs to watch it."""
+
+    bootstrap: str
+    decision_log: Path
+    service_account: str
+    samples: list[tuple[float, int]] = field(default_factory=list)
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[embedded.Broker]:
+    """A broker of this module's own: ``streamscale run`` uses the pipeline's fixed topic
+    names (achats, referentiel, achats-enrichis)."""
+    with embedded.embedded_broker(tmp_path_factory.mktemp("kube-kafka")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def release(
+    kube: cp.ControlPlane, kafka: embedded.Broker, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Release]:
+    work = tmp_path_factory.mktemp("kube-release")
+    bootstrap = kafka.bootstrap
+    streamscale("topics", "apply", "--bootstrap", bootstrap, "--partitions", "4")
+    streamscale(
+        "generate", "referential", "--bootstrap", bootstrap, "--count", str(PRODUCTS),
+        "--rate", "5000", "--seed", "1", "--no-progress",
+    )  # fmt: skip
+    streamscale(
+        "generate", "purchases", "--bootstrap", bootstrap, "--count", str(PURCHASES),
+        "--rate", "20000", "--products", str(PRODUCTS), "--seed", "2", "--no-progress",
+    )  # fmt: skip
+    decision_log = work / "decisions.jsonl"
+    values = {
+        "image": {"repository": "streamscale", "tag": "local"},
+        "checkpoint": {"dir": str(work / "checkpoints")},
+        "kafka": {"bootstrapServers": bootstrap},
+        "autoscale": {
+            "minExecutors": 1,
+            "maxExecutors": MAX_EXECUTORS,
+            "policy": "lag",
+            "intervalSeconds": 5,
+            "windowSeconds": 20,
+        },
+        "run": {
+            "extraArgs": [
+                "--lag-threshold",
+                "5000",
+                "--max-offsets-per-trigger",
+                "2000",
+                "--decision-log",
+                str(decision_log),
+                "--starting-offsets",
+                "earliest",
+            ]
+        },
+        "spark": {
+            "master": f"k8s://{kube.server}",
+            "driverAddress": "podIP",
+            "driverPort": processes.free_port(),
+            "blockManagerPort": processes.free_port(),
+            "driverMemory": "768m",
+            "executor": {"memory": "512m", "requestCores": "100m"},
+            "deleteGracePeriod": "5s",
+            # Every pod here has the host's IP: Spark would read another executor's shuffle
+            # files from its local directory, which lives in that pod's mount namespace.
+            "conf": {"spark.shuffle.readHostLocalDisk": "false"},
+        },
+        "metrics": {"port": processes.free_port()},
+        "env": [{"name": "STREAMSCALE_METRICS_HOST", "value": "127.0.0.1"}],
+        "driver": {
+            "resources": {"requests": {"cpu": "100m", "memory": "1Gi"}},
+            "terminationGracePeriodSeconds": 30,
+        },
+    }
+    values_file = work / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    tool(
+        kube, "helm", "install", RELEASE, str(CHART), "--namespace", NAMESPACE,
+        "--create-namespace", "--values", str(values_file),
+    )  # fmt: skip
+    try:
+        yield Release(bootstrap, decision_log, f"{RELEASE}-streamscale")
+    finally:
+        tool(kube, "helm", "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", check=False)
+
+
+def token_for(core: Any, account: str, namespace: str) -> str:
+    answer = core.create_namespaced_service_account_token(
+        account, namespace, {"spec": {"expirationSeconds": 600}}
+    )
+    return str(answer.status.token)
+
+
+def request_as(kube: cp.ControlPlane, token: str, path: str, method: str = "GET") -> int:
+    ctx = ssl.create_default_context(cafile=str(kube.ca_file))
+    req = urllib.request.Request(
+        kube.server + path, method=method, headers={"Authorization": f"Bearer {token}"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10, context=ctx) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_the_driver_account_may_do_what_spark_needs_and_nothing_else(
+    kube: cp.ControlPlane, core: Any, release: Release
+) -> None:
+    who = f"system:serviceaccount:{NAMESPACE}:{release.service_account}"
+
+    def can(*args: str) -> str:
+        return tool(kube, "kubectl", "auth", "can-i", "--as", who, *args, check=False)
+
+    for verb in ("create", "list", "watch", "delete", "get"):
+        assert can(verb, "pods", "-n", NAMESPACE) == "yes", verb
+    assert can("create", "configmaps", "-n", NAMESPACE) == "yes"
+    assert can("list", "pods", "-n", "default") == "no"
+    assert can("create", "pods", "-n", "kube-system") == "no"
+    assert can("get", "secrets", "-n", NAMESPACE) == "no"
+    assert can("list", "nodes") == "no"
+    token = token_for(core, release.service_account, NAMESPACE)
+    assert request_as(kube, token, f"/api/v1/namespaces/{NAMESPACE}/pods") == 200
+    assert request_as(kube, token, "/api/v1/namespaces/default/pods") == 403
+    assert request_as(kube, token, f"/api/v1/namespaces/{NAMESPACE}/secrets") == 403
+    assert request_as(kube, token, "/api/v1/nodes") == 403
+    assert request_as(kube, token, "/api/v1/namespaces/kube-system/configmaps") == 403
+
+
+def executor_pods(core: Any) -> list[Any]:
+    """Executor pods that are not being deleted."""
+    return [
+        p
+        for p in core.list_namespaced_pod(NAMESPACE, label_selector=EXECUTORS).items
+        if p.metadata.deletion_timestamp is None and p.status.phase in ("Pending", "Running")
+    ]
+
+
+def decisions(log: Path) -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def output_keys(bootstrap: str, expected: int, timeout_s: float) -> tuple[int, set[bytes]]:
+    """(records, distinct keys) of achats-enrichis, read until ``expected`` distinct keys or
+    ``timeout_s``."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"kube-check-{os.getpid()}-{time.monotonic_ns()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 10,
+        }
+    )
+    consumer.subscribe(["achats-enrichis"])
+    keys: set[bytes] = set()
+    count = 0
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(keys) < expected and time.monotonic() < deadline:
+            for message in consumer.consume(10_000, timeout=1.0):
+                if message.error() is None:
+                    count += 1
+                    keys.add(message.key() or b"")
+    finally:
+        consumer.close()
+    return count, keys
+
+
+def test_executor_pods_follow_the_autoscaler_and_the_output_reconciles(
+    kube: cp.ControlPlane, core: Any, release: Release
+) -> None:
+    started = time.monotonic()
+    driver = wait(
+        lambda: [
+            p
+            for p in core.list_namespaced_pod(
+                NAMESPACE, label_selector="app.kubernetes.io/component=driver"
+            ).items
+            if p.status.phase == "Running"
+        ],
+        "the driver pod Running",
+    )[0]
+    assert driver.status.pod_ip == "127.0.0.1"
+    samples: list[tuple[float, int, int]] = []  # (time, executor pods, decisions so far)
+    seen_max = 0
+    scaled_in = False
+    while time.monotonic() - started < TIMEOUT_S:
+        pods = executor_pods(core)
+        log = decisions(release.decision_log)
+        samples.append((time.monotonic() - started, len(pods), len(log)))
+        seen_max = max(seen_max, len(pods))
+        applied_down = [d for d in log if d["direction"] == "down" and d["killed"]]
+        if seen_max >= MAX_EXECUTORS and applied_down and len(pods) == applied_down[-1]["desired"]:
+            scaled_in = True
+            break
+        time.sleep(1.0)
+    log = decisions(release.decision_log)
+    ups = [d for d in log if d["direction"] == "up" and d["outcome"] == "applied"]
+    downs = [d for d in log if d["direction"] == "down" and d["killed"]]
+    print(f"executor pods over time (s, pods, decisions): {samples[::5]}")
+    print(f"decisions up: {[(d['running'], d['desired']) for d in ups]}")
+    print(f"decisions down: {[(d['running'], d['desired'], d['killed']) for d in downs]}")
+    assert ups, "the backlog made no scale-out decision"
+    assert max(d["desired"] for d in ups) == MAX_EXECUTORS
+    assert seen_max == MAX_EXECUTORS, samples
+    assert scaled_in, f"no scale-in to the decided count: {samples[-10:]}"
+    # The chosen executors' pods were deleted, not left idle.
+    killed = {str(e) for d in downs for e in d["killed"]}
+    left = {p.metadata.labels.get("spark-exec-id") for p in executor_pods(core)}
+    assert not killed & left, (killed, left)
+    # Before the scale-out, one executor pod (minExecutors).
+    before = [n for t, n, k in samples if k == 0 and n > 0]
+    assert not before or min(before) == 1
+    # Every purchase is in the output (at-least-once: duplicates only from retried batches).
+    count, keys = output_keys(release.bootstrap, PURCHASES, timeout_s=180.0)
+    assert len(keys) == PURCHASES, f"{PURCHASES - len(keys)} purchases missing from the output"
+    assert count >= PURCHASES
