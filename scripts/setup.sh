@@ -13,7 +13,8 @@ fi
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 # `ip` (netns, veth, bridge): the multi-host tests give each process a network namespace.
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
-# openssl: the local Kubernetes' certificates, the secured-Kafka tests' PEM keys; unshare: the node agent's pod mount namespaces.
+# openssl: the local Kubernetes' certificates and the secured-Kafka tests' PEM keys;
+# unshare: the node agent's pod mount namespaces.
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v unshare >/dev/null 2>&1 || need_apt+=(util-linux)
 if ((${#need_apt[@]})); then

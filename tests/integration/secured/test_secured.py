@@ -21,7 +21,7 @@ from streamscale.errors import AuthenticationError, AuthorizationError, Certific
 from streamscale.experiment import verify
 from streamscale.kafka import broker as embedded
 from streamscale.kafka import security
-from streamscale.kafka.acls import Grant
+from streamscale.kafka.acls import TRANSACTIONAL_PREFIX, Grant
 from streamscale.kafka.admin import KafkaAdmin
 from streamscale.pipelines import hits as codec
 from streamscale.pipelines.runner import run as run_pipeline
@@ -314,6 +314,41 @@ def test_a_missing_write_acl_stops_the_query_in_one_line_and_it_resumes_after_th
                 raise
             time.sleep(2)
     found = enrichment_reconciles(admin_settings, exactly_once=False)
+    assert (found.lost, found.unexpected) == (0, 0), found
+
+
+def test_a_transactional_id_it_may_not_use_stops_the_exactly_once_query_in_one_line_and_it_resumes(
+    secured: embedded.Broker, loaded: dict[str, str], admin_settings: Settings, workdir: Path
+) -> None:
+    ids = Grant("User:pipeline", "transactional_id", TRANSACTIONAL_PREFIX, "prefixed", "WRITE")
+    conf = admin_settings.kafka_config()
+    security.apply_grants(conf, [ids], revoke=True)
+    checkpoint = workdir / "enrichment-txn-acl"
+    settings = pipeline_settings(
+        secured, workdir, kafka_source="streamscale-kafka", delivery="exactly-once"
+    )
+    try:
+        with pytest.raises(AuthorizationError) as raised:
+            run(settings, "enrichment", checkpoint)
+        line = str(raised.value)
+        SEEN.append(line)
+        assert "\n" not in line
+        assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in line and "grant WRITE" in line, line
+        # Refused before any transaction began: nothing of the refused run is committed.
+        refused = enrichment_reconciles(admin_settings, exactly_once=True)
+        assert refused.unexpected == 0, refused
+    finally:
+        security.apply_grants(conf, [ids])
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            run(settings, "enrichment", checkpoint)
+            break
+        except AuthorizationError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+    found = enrichment_reconciles(admin_settings, exactly_once=True)
     assert (found.lost, found.unexpected) == (0, 0), found
 
 
