@@ -11,8 +11,8 @@
 import sys
 import time
 
-from pyspark.sql import SparkSession
 import pandas as pd
+from pyspark.sql import SparkSession
 from pyspark.sql.functions import explode, pandas_udf, split
 
 if __name__ == "__main__":
