@@ -126,7 +126,18 @@ def test_attach_runs_an_unmodified_job_and_scales_it_out_and_in(
     deadline = began + TIMEOUT_S
     err = tmp_path / "stderr.txt"
     with open(tmp_path / "stdout.txt", "w") as out, open(err, "w") as errors:
-        launcher = subprocess.Popen(argv, stdout=out, stderr=errors, start_new_session=True)
+        launcher = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=errors,
+            start_new_session=True,
+            # the user's own submit settings, kept beside the launcher's: 4 state partitions
+            # (Spark's default 200 would make every batch 200 tasks on one core)
+            env={
+                **os.environ,
+                "PYSPARK_SUBMIT_ARGS": "--conf spark.sql.shuffle.partitions=4 pyspark-shell",
+            },
+        )
     seen: set[int] = set()
     try:
         wait_for("the scale-out", lambda: len(applied(log)) >= 1, deadline, launcher)
