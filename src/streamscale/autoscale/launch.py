@@ -241,13 +241,17 @@ def plan(
     jars: Sequence[str],
     environ: Mapping[str, str],
     python: str = sys.executable,
+    addresses: Mapping[str, str] | None = None,
 ) -> Launch:
     """How to run ``command`` (``python job.py ...`` or ``spark-submit ... job.py ...``) with
     the autoscaler attached on ``master``; :class:`~streamscale.errors.ConfigError` when the
-    command's own settings contradict what the autoscaler needs."""
+    command's own settings contradict what the autoscaler needs. ``addresses``: the driver's
+    (``spark.driver.host`` and ``bindAddress``, :func:`streamscale.network.driver_addresses`),
+    defaults as the rest; the JVM's own address (``SPARK_LOCAL_IP``) follows the bind address
+    unless the environment sets it."""
     if not command:
         raise ConfigError("no job to run: streamscale attach [OPTIONS] -- python job.py ARGS")
-    needed = needed_conf(master, options, jars, python)
+    needed = {**(addresses or {}), **needed_conf(master, options, jars, python)}
     env = {
         ENV: options.to_json(),
         CONF_ENV: json.dumps(needed, sort_keys=True),
@@ -257,6 +261,9 @@ def plan(
         "PYSPARK_PYTHON": environ.get("PYSPARK_PYTHON", python),
         "PYSPARK_DRIVER_PYTHON": environ.get("PYSPARK_DRIVER_PYTHON", python),
     }
+    bind = needed.get("spark.driver.bindAddress")
+    if bind and "SPARK_LOCAL_IP" not in environ:
+        env["SPARK_LOCAL_IP"] = bind
     if is_spark_submit(command):
         parsed = parse_submit(command[1:])
         given = parsed.conf
@@ -330,7 +337,10 @@ def run(
     import tempfile
 
     from streamscale import cluster, jars, processes
+    from streamscale.network import driver_addresses
+    from streamscale.settings import Settings
 
+    settings = Settings()
     environ = dict(os.environ)
     own = master_of(command, environ)
     if master is not None and own is not None and own != master:
@@ -349,7 +359,13 @@ def run(
             master = local.master_url
             say(f"{PREFIX}: local Spark cluster at {master} ({n} cores)")
         launch = plan(
-            command, master, options, jars=connector, environ=environ, python=python_of(command)
+            command,
+            master,
+            options,
+            jars=connector,
+            environ=environ,
+            python=python_of(command),
+            addresses=driver_addresses(master, settings.driver_host, settings.driver_bind_address),
         )
         return processes.run_foreground("job", launch.argv, work, env=launch.env)
     raise AssertionError("unreachable")  # pragma: no cover

@@ -192,3 +192,33 @@ def test_a_job_that_sets_its_own_master_is_refused_in_one_line(tmp_path: Path) -
         "remove it there, or pass --master local[2] to streamscale attach (a cluster manager "
         "that takes executor requests: spark://, k8s://)"
     ], done.stderr
+
+
+def test_spark_submit_jobs_are_attached_through_the_same_hook(tmp_path: Path) -> None:
+    """``-- spark-submit job.py``: the settings go into spark-submit's options, and the job's
+    Python driver (started by spark-submit's JVM) loads the same hook, which refuses the job's
+    own master in one line before its session starts."""
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    argv = [
+        sys.executable,
+        "-m",
+        "streamscale.cli.main",
+        "attach",
+        "--master",
+        "spark://127.0.0.1:7077",
+        "--data-dir",
+        str(tmp_path),
+        "--",
+        str(spark_submit),
+        "--name",
+        "local-job",
+        str(JOBS / "local_master.py"),
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr[-3000:]
+    # spark-submit's JVM passes its Python driver's stderr on to its own stdout
+    assert (
+        "streamscale attach: the job sets spark.master=local[2] in its code "
+        "(SparkSession.builder), but streamscale attach runs it on spark://127.0.0.1:7077"
+    ) in done.stdout, done.stdout[-3000:]
+    assert "using 192" not in done.stderr, "the JVM took an address other than loopback"

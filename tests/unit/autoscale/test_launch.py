@@ -181,3 +181,18 @@ def test_the_hook_refuses_a_contradicting_builder_and_joins_jars() -> None:
 
 def test_the_hook_does_nothing_unless_asked() -> None:
     assert hook.install({}) is False
+
+
+def test_the_driver_addresses_are_defaults_and_bind_the_jvm() -> None:
+    addresses = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    launch = plan(["python", "j.py"], MASTER, OPTIONS, jars=[], environ={}, addresses=addresses)
+    conf = parse_submit(shlex.split(launch.env["PYSPARK_SUBMIT_ARGS"])).conf
+    assert conf["spark.driver.host"] == "127.0.0.1"
+    assert launch.env["SPARK_LOCAL_IP"] == "127.0.0.1"
+    mine = {"SPARK_LOCAL_IP": "127.0.0.2"}
+    assert (
+        "SPARK_LOCAL_IP"
+        not in plan(
+            ["python", "j.py"], MASTER, OPTIONS, jars=[], environ=mine, addresses=addresses
+        ).env
+    )
