@@ -4,6 +4,7 @@ starts and stops its own broker)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -50,6 +51,8 @@ def test_every_quickstart_command_runs_as_written(tmp_path: Path) -> None:
             stdout=stdout,
             stderr=stderr,
             start_new_session=True,
+            # /metrics on a free port: 9464 may be another test's, or another user's
+            env={**os.environ, "STREAMSCALE_METRICS_PORT": "0"},
         )
     try:
         code = proc.wait(timeout=TIMEOUT_S)
