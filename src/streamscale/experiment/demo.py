@@ -202,8 +202,10 @@ laptop drains a burst more slowly) may go on while its story still moves forward
 
 PROGRESS_S = 60.0
 """Past :data:`SETTLE_S`, the run goes on while the lag is below what it was this long ago
-(the drain moves on), or the load is still being produced, or the lag is 0 and the executors
-are not back at the minimum yet (the scale-in is waiting out its window)."""
+(the drain moves on) or has been known for less than this (a slow start), or the load is
+still being produced, or the lag is 0 and the executors are not back at the minimum yet (the
+scale-in is waiting out its window). Batches longer than the metrics' age limit leave gaps
+in the lag: two of these without any sample end the run."""
 
 
 def story_goes_on(
@@ -235,14 +237,17 @@ def story_goes_on(
     if not load_done:
         return "slow"
     known = [p for p in points if p.total_lag is not None]
-    if not known or known[-1].t < last.t - PROGRESS_S:
-        return "stop"  # no lag sample for a whole window: no sign of progress
+    if not known or known[-1].t < last.t - 2 * PROGRESS_S:
+        return "stop"  # no lag sample for two windows: no sign of progress
     newest = known[-1]
     if newest.total_lag == 0:
         return "slow"  # the scale-in is waiting out its window
     before = [p for p in known if p.t <= newest.t - PROGRESS_S]
-    if before and newest.total_lag < before[-1].total_lag:
-        return "slow"
+    if not before:
+        return "slow"  # the lag is known for less than a window: too early to judge
+    if newest.total_lag is not None and before[-1].total_lag is not None:
+        if newest.total_lag < before[-1].total_lag:
+            return "slow"
     return "stop"
 
 

@@ -44,7 +44,7 @@ def points(*lags: tuple[float, int | None, int]) -> list[TimelinePoint]:
         (points((D + SETTLE_S + 5, 90_000, 2)), False, D + SETTLE_S + 5, "slow"),
         # never past the hard cap
         (points((D + SETTLE_MAX_S, 0, 2)), False, D + SETTLE_MAX_S, "stop"),
-        # no lag known for a whole progress window: no sign of progress
+        # no lag known at all: no sign of progress
         (points((D + SETTLE_S + 5, None, 2)), True, D + SETTLE_S + 5, "stop"),
         # a sample missing now and then (slow batches) is no stop: the newest known counts
         (
@@ -67,5 +67,12 @@ def test_story_goes_on(
 
 def test_progress_is_judged_over_its_window() -> None:
     t = D + SETTLE_S + 10
-    recent = points((t - PROGRESS_S / 2, 10_000, 2), (t, 9_000, 2))
-    assert story_goes_on(recent, True, t, D, 1) == "stop"  # nothing a window old to compare
+    # the lag appeared less than a window ago (a slow start): too early to judge
+    recent = points((t - PROGRESS_S / 2, 10_000, 2), (t, 10_000, 2))
+    assert story_goes_on(recent, True, t, D, 1) == "slow"
+    # a whole window of it, not falling: the story stopped moving
+    flat = points((t - PROGRESS_S, 10_000, 2), (t, 10_000, 2))
+    assert story_goes_on(flat, True, t, D, 1) == "stop"
+    # gaps in the lag (batches longer than the metrics' age limit) shorter than two windows
+    gap = points((t - 2 * PROGRESS_S, 30_000, 2), (t - PROGRESS_S, 20_000, 2), (t, None, 2))
+    assert story_goes_on(gap, True, t, D, 1) == "slow"
