@@ -245,9 +245,9 @@ def story_goes_on(
     before = [p for p in known if p.t <= newest.t - PROGRESS_S]
     if not before:
         return "slow"  # the lag is known for less than a window: too early to judge
-    if newest.total_lag is not None and before[-1].total_lag is not None:
-        if newest.total_lag < before[-1].total_lag:
-            return "slow"
+    earlier = before[-1].total_lag
+    if newest.total_lag is not None and earlier is not None and newest.total_lag < earlier:
+        return "slow"
     return "stop"
 
 
