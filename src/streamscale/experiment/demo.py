@@ -237,8 +237,11 @@ def story_goes_on(
     if not load_done:
         return "slow"
     known = [p for p in points if p.total_lag is not None]
-    if not known or known[-1].t < last.t - 2 * PROGRESS_S:
+    since = known[-1].t if known else duration_s + SETTLE_S
+    if last.t - since > 2 * PROGRESS_S:
         return "stop"  # no lag sample for two windows: no sign of progress
+    if not known:
+        return "slow"  # the first batches are slower than the metrics' age limit
     newest = known[-1]
     if newest.total_lag == 0:
         return "slow"  # the scale-in is waiting out its window

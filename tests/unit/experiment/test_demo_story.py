@@ -44,8 +44,15 @@ def points(*lags: tuple[float, int | None, int]) -> list[TimelinePoint]:
         (points((D + SETTLE_S + 5, 90_000, 2)), False, D + SETTLE_S + 5, "slow"),
         # never past the hard cap
         (points((D + SETTLE_MAX_S, 0, 2)), False, D + SETTLE_MAX_S, "stop"),
-        # no lag known at all: no sign of progress
-        (points((D + SETTLE_S + 5, None, 2)), True, D + SETTLE_S + 5, "stop"),
+        # no lag known yet (first batches slower than the metrics' age limit): not yet
+        (points((D + SETTLE_S + 5, None, 2)), True, D + SETTLE_S + 5, "slow"),
+        # ... but two windows past the budget without any: no sign of progress
+        (
+            points((D + SETTLE_S + 2 * PROGRESS_S + 1, None, 2)),
+            True,
+            D + SETTLE_S + 2 * PROGRESS_S + 1,
+            "stop",
+        ),
         # a sample missing now and then (slow batches) is no stop: the newest known counts
         (
             points(
