@@ -17,6 +17,10 @@ command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 # unshare: the node agent's pod mount namespaces.
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v unshare >/dev/null 2>&1 || need_apt+=(util-linux)
+# Headless Chromium: the tests look at the documentation site's pages as a browser renders them.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# stress-ng: the demo's test keeps both cores busy beside it, as a user's laptop is.
+command -v stress-ng >/dev/null 2>&1 || need_apt+=(stress-ng)
 if ((${#need_apt[@]})); then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "setup: installing Debian packages: ${need_apt[*]}"

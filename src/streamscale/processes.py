@@ -256,3 +256,63 @@ def tail(path: Path, lines: int = 5) -> str:
     except OSError:
         return "(no log)"
     return " | ".join(text[-lines:]) or "(empty log)"
+
+
+def run_foreground(
+    name: str,
+    argv: Sequence[str],
+    data_dir: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    grace_s: float = 10.0,
+) -> int:
+    """Run ``argv`` in the foreground (this process's terminal) in a process group of its
+    own, its PID recorded as :func:`start` records it; pass SIGINT and SIGTERM on to that
+    group as a terminal would; once it exits, stop what it left behind in its group
+    (SIGTERM, SIGKILL after ``grace_s``). Returns its exit code (128 + signal if killed)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(list(argv), env={**os.environ, **(env or {})}, start_new_session=True)
+    managed = ManagedProcess(name, proc.pid, "(the terminal)", list(argv))
+    state_path(data_dir, name).write_text(json.dumps(asdict(managed), indent=2))
+
+    def forward(signum: int, frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signum)
+
+    previous = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError):  # not the main thread: nothing to pass on
+                previous[sig] = signal.signal(sig, forward)
+        code = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        stop_group(proc.pid, grace_s)
+        state_path(data_dir, name).unlink(missing_ok=True)
+    return 128 - code if code < 0 else code
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_group(pgid: int, grace_s: float = 10.0) -> None:
+    """Stop every process left in the process group ``pgid`` (its leader may be gone):
+    SIGTERM, then SIGKILL after ``grace_s``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not group_alive(pgid):
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+        deadline = time.monotonic() + (grace_s if sig == signal.SIGTERM else 10.0)
+        while time.monotonic() < deadline and group_alive(pgid):
+            time.sleep(0.05)
+    if group_alive(pgid):
+        raise ProcessError(f"process group {pgid} did not stop")

@@ -4,9 +4,13 @@ process).
 
 This one run is also the autoscaler's integration test, the story the demo tells: steady input
 makes no decision; a burst that one executor cannot drain within the SLO makes exactly one
-scale-out, within two control intervals of its lag appearing; once the lag is 0 again and the
+scale-out, within two control steps of its lag appearing; once the lag is 0 again and the
 window has passed, exactly one scale-in. The output matches the input exactly (every approved
 frame in exactly its session).
+
+A user's machine is rarely idle: the demo runs while ``stress-ng`` keeps both cores busy
+(started and stopped by PID). The demo then takes longer, and says so in one line, but ends
+its story.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from streamscale import processes
 from streamscale.processes import free_port
 
 pytestmark = pytest.mark.integration
@@ -31,6 +36,9 @@ DURATION_S = 80
 """Load for 80 s: 12 s steady, the burst, 24 s steady (then the run settles)."""
 BURST = 300_000
 """Frames (about 600,000 records): one executor drains about 13,000 records/s, so ~45 s."""
+TIMEOUT_S = 1500
+"""The demo's own budget is 80 s + 180 s to settle, 900 s at most when the machine is too slow
+for it (``streamscale.experiment.demo.SETTLE_MAX_S``), then its verification and report."""
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +67,15 @@ def demo_run(
         "--window",
         str(int(WINDOW_S)),
     ]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=dict(os.environ))
+    stress = processes.start(
+        "stress-ng", ["stress-ng", "--cpu", "2", "--timeout", "1800s", "--quiet"], data
+    )
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=TIMEOUT_S, env=dict(os.environ)
+        )
+    finally:
+        processes.stop(data, stress.name)
     return done, report
 
 
@@ -89,6 +105,8 @@ def test_demo_writes_a_verified_report(
     assert summary["final_lag"] == 0
     assert summary["max_lag"] > 0
     assert "t=" in done.stdout  # one plain line per interval without a terminal
+    if summary["too_slow_at_s"] is not None:  # past its budget: said in one line
+        assert done.stdout.count("this machine is too slow for the demo's budgets") == 1
     # Every Kafka client is closed before the broker stops: librdkafka logs no failed
     # connect to it after the command's last line.
     assert not re.search(r"\|FAIL\|.*Connect to .* failed", done.stderr), done.stderr[-3000:]
@@ -108,9 +126,10 @@ def test_autoscaler_scales_out_on_the_burst_and_in_after_it(
     acts = [d for d in log if d["direction"] in ("up", "down") and d["outcome"] == "applied"]
     assert [d["direction"] for d in acts] == ["up", "down"], acts
     up, down = acts
-    appeared = next(d["time"] for d in log if (d["total_lag"] or 0) > 10_000)
+    appeared = next(i for i, d in enumerate(log) if (d["total_lag"] or 0) > 10_000)
     assert up["total_lag"] and up["total_lag"] > 0, up
-    assert up["time"] - appeared <= 2 * INTERVAL_S + 0.5, (appeared, up)
+    # within two control steps (in steps, not seconds: on a busy machine a step comes late)
+    assert log.index(up) - appeared <= 2, (log[appeared], up)
     last_behind = max(
         d["time"] for d in log if d["time"] < down["time"] and (d["total_lag"] or 0) > 10_000
     )

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import typer
 
-from streamscale.cli import broker, cluster, demo, generate, kube, lag, run, simulate, topics
+from streamscale.cli import (
+    attach,
+    broker,
+    cluster,
+    demo,
+    generate,
+    kube,
+    lag,
+    run,
+    simulate,
+    topics,
+)
 from streamscale.settings import env_help
 
 app = typer.Typer(
@@ -23,6 +34,7 @@ app.add_typer(generate.app, name="generate")
 app.command("simulate")(simulate.simulate)
 app.command("run")(run.run)
 app.command("demo")(demo.demo)
+app.command("attach", context_settings={"allow_interspersed_args": False})(attach.attach)
 
 
 if __name__ == "__main__":

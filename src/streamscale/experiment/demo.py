@@ -193,8 +193,65 @@ class GeneratorState:
 READY_WAIT_S = 90.0
 
 SETTLE_S = 180.0
-"""After ``--duration``, how long the run may go on for the story to end: the backlog drained
-and the executors given back (a slow machine drains a burst more slowly)."""
+"""After ``--duration``, how long the run is budgeted to go on for the story to end: the
+backlog drained and the executors given back."""
+
+SETTLE_MAX_S = 900.0
+"""After ``--duration``, how long a run on a machine too slow for :data:`SETTLE_S` (a busy
+laptop drains a burst more slowly) may go on while its story still moves forward."""
+
+PROGRESS_S = 60.0
+"""Past :data:`SETTLE_S`, the run goes on while the lag is below what it was this long ago
+(the drain moves on) or has been known for less than this (a slow start), or the load is
+still being produced, or the lag is 0 and the executors are not back at the minimum yet (the
+scale-in is waiting out its window). Batches longer than the metrics' age limit leave gaps
+in the lag: two of these without any sample end the run."""
+
+
+def story_goes_on(
+    points: Sequence[Any],
+    load_done: bool,
+    elapsed_s: float,
+    duration_s: float,
+    min_executors: int,
+) -> str:
+    """Where the run is (pure): ``run`` (within ``--duration``), ``settle`` (the story ends
+    within :data:`SETTLE_S` after it), ``slow`` (past that budget, the story still moving
+    forward: :data:`PROGRESS_S`), or ``stop`` (the story has ended, or it stopped moving, or
+    :data:`SETTLE_MAX_S` is spent)."""
+    if elapsed_s < duration_s:
+        return "run"
+    last = points[-1] if points else None
+    if (
+        last is not None
+        and load_done
+        and last.total_lag == 0
+        and last.executors_running is not None
+        and last.executors_running <= min_executors
+    ):
+        return "stop"
+    if elapsed_s < duration_s + SETTLE_S:
+        return "settle"
+    if elapsed_s >= duration_s + SETTLE_MAX_S or last is None:
+        return "stop"
+    if not load_done:
+        return "slow"
+    known = [p for p in points if p.total_lag is not None]
+    since = known[-1].t if known else duration_s + SETTLE_S
+    if last.t - since > 2 * PROGRESS_S:
+        return "stop"  # no lag sample for two windows: no sign of progress
+    if not known:
+        return "slow"  # the first batches are slower than the metrics' age limit
+    newest = known[-1]
+    if newest.total_lag == 0:
+        return "slow"  # the scale-in is waiting out its window
+    before = [p for p in known if p.t <= newest.t - PROGRESS_S]
+    if not before:
+        return "slow"  # the lag is known for less than a window: too early to judge
+    earlier = before[-1].total_lag
+    if newest.total_lag is not None and earlier is not None and newest.total_lag < earlier:
+        return "slow"
+    return "stop"
 
 
 def _settled(points: Sequence[Any], state: GeneratorState, options: DemoOptions) -> bool:
@@ -320,6 +377,7 @@ def run_demo(options: DemoOptions, *, console: Any = None) -> dict[str, Any]:
             "phases": [p.describe() for p in options.phases()],
             "metrics_url": outcome.metrics_url,
             "executor_tasks": outcome.executor_tasks,
+            "too_slow_at_s": outcome.too_slow_at_s,
         },
     )
     report.write_report(options.report_dir, points, outcome.decisions, summary, start_epoch=began)
@@ -338,6 +396,8 @@ class Outcome:
     reader: TopicReader
     expected: Any
     """The reference output: sessions by window, or the purchases read back."""
+    too_slow_at_s: float | None = None
+    """When the run passed its budget and went on (:func:`story_goes_on`); None within it."""
 
 
 def _experiment(
@@ -458,11 +518,27 @@ def _experiment(
     reference = Reference(lambda: _reference(options, settings, reader))
     actuator = SparkActuator(spark)
     view = report.LiveView(console, start_epoch=began)
-    deadline = began + options.duration_s
+    slow_since: float | None = None
     with view:
-        while time.time() < deadline or (
-            time.time() < deadline + SETTLE_S and not _settled(points, state, options)
-        ):
+        while True:
+            where = story_goes_on(
+                points,
+                state.done.is_set(),
+                time.time() - began,
+                options.duration_s,
+                options.min_executors,
+            )
+            if where == "stop":
+                break
+            if where == "slow" and slow_since is None:
+                slow_since = time.time() - began
+                view.console.print(
+                    f"this machine is too slow for the demo's budgets (the story was to end "
+                    f"{SETTLE_S:.0f} s after --duration): going on while the lag falls, "
+                    f"{SETTLE_MAX_S:.0f} s after --duration at most",
+                    markup=False,
+                    highlight=False,
+                )
             if not query.isActive:
                 raise DemoError(f"the pipeline stopped: {query.exception()}")
             if state.error is not None:
@@ -505,6 +581,7 @@ def _experiment(
         metrics_url,
         reader,
         expected,
+        None if slow_since is None else round(slow_since, 1),
     )
 
 
