@@ -42,6 +42,11 @@ def demo(
         help="Output delivery: at-least-once or exactly-once (Kafka transactions; the "
         "verification reads with isolation.level=read_committed)",
     ),
+    secure: bool = typer.Option(
+        False,
+        help="Run on a secured broker (SASL_SSL, SCRAM-SHA-512, ACLs, as `broker start "
+        "--secure`): the pipeline as a principal granted only its topics and groups",
+    ),
 ) -> None:
     """Broker, local Spark cluster, pipeline, autoscaler and load: lag rises, executors are
     added, lag falls, they are given back. Writes report.html, PNGs and summary.json."""
@@ -70,6 +75,7 @@ def demo(
         seed=seed,
         source=source,
         delivery=delivery,
+        secure=secure,
     )
     try:
         summary = run_demo(options)

@@ -166,6 +166,10 @@ class DemoOptions:
     source: str = "kafka"
     """How the pipeline reads Kafka: Spark's connector (what users run), ``streamscale-kafka``,
     or ``auto`` (the pipeline's measured default)."""
+    secure: bool = False
+    """A secured broker (SASL_SSL, SCRAM-SHA-512, ACLs: ``broker start --secure``): topics,
+    load and read-back as its admin, the pipeline, its group commits, lag reads and autoscaler
+    as its pipeline principal, granted only its topics, groups and transactional ids."""
 
     def phases(self) -> list[Phase]:
         if self.profile:
@@ -352,7 +356,9 @@ def run_demo(options: DemoOptions, *, console: Any = None) -> dict[str, Any]:
     with (
         _terminate_as_interrupt(),
         MemorySampler() as memory,
-        embedded.embedded_broker(data_dir / "broker", heap=BROKER_HEAP) as running_broker,
+        embedded.embedded_broker(
+            data_dir / "broker", heap=BROKER_HEAP, secure=options.secure
+        ) as running_broker,
     ):
         with contextlib.ExitStack() as stack:
             outcome = _experiment(options, running_broker, data_dir, began, points, stack, console)
@@ -429,8 +435,9 @@ def _experiment(
             class_archive=False,
         )
     )
-    settings = Settings(
-        bootstrap_servers=running_broker.bootstrap,
+    from streamscale.kafka import security
+
+    common: dict[str, Any] = dict(
         spark_master=local.master_url,
         checkpoint_dir=data_dir / "checkpoints",
         trigger_interval_s=1.0,
@@ -441,9 +448,15 @@ def _experiment(
         executor_memory="512m",
         metrics_port=options.metrics_port,
         kafka_source=options.source,
-        delivery=options.delivery,  # type: ignore[arg-type]
+        delivery=options.delivery,
     )
-    admin = KafkaAdmin(settings.kafka_config())
+    # On a secured broker the pipeline runs as its principal; what sets the stage (topics,
+    # load) and checks the output is the admin's. On a plaintext one both are the same.
+    settings = running_broker.client_settings(security.PIPELINE, **common)
+    staging = running_broker.client_settings(security.ADMIN, **common)
+    if options.secure:
+        say(f"secured broker: the pipeline runs as {settings.sasl_username} (SASL_SSL, ACLs)")
+    admin = KafkaAdmin(staging.kafka_config())
     stack.callback(admin.close)
     say(f"Spark cluster at {local.master_url}")
     catalog = pipeline_topics(options.partitions, settings.retention_ms, delivery=settings.delivery)
@@ -502,7 +515,7 @@ def _experiment(
     stack.callback(stop_load.set)
     load = threading.Thread(
         target=_drive_load,
-        args=(options, settings, state, stop_load),
+        args=(options, staging, state, stop_load),
         name="load-generator",
         daemon=True,
     )
@@ -515,7 +528,7 @@ def _experiment(
         options.partitions,
         "read_committed" if options.delivery == "exactly-once" else None,
     )
-    reference = Reference(lambda: _reference(options, settings, reader))
+    reference = Reference(lambda: _reference(options, staging, reader))
     actuator = SparkActuator(spark)
     view = report.LiveView(console, start_epoch=began)
     slow_since: float | None = None
@@ -561,7 +574,7 @@ def _experiment(
             time.sleep(max(0.0, 1.0 - (time.time() - now)))
     stop_load.set()
     load.join(timeout=60)
-    close = _closing_frame(options, settings, state)
+    close = _closing_frame(options, staging, state)
     close()
 
     def lag() -> int | None:

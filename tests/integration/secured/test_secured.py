@@ -8,6 +8,8 @@ Tests of this module run in order on the same topics (small record counts)."""
 
 from __future__ import annotations
 
+import itertools
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from streamscale.errors import AuthenticationError, AuthorizationError, Certific
 from streamscale.experiment import verify
 from streamscale.kafka import broker as embedded
 from streamscale.kafka import security
-from streamscale.kafka.acls import TRANSACTIONAL_PREFIX, Grant
+from streamscale.kafka.acls import GROUP_PREFIX, TRANSACTIONAL_PREFIX, Grant
 from streamscale.kafka.admin import KafkaAdmin
 from streamscale.pipelines import hits as codec
 from streamscale.pipelines.runner import run as run_pipeline
@@ -349,6 +351,60 @@ def test_a_transactional_id_it_may_not_use_stops_the_exactly_once_query_in_one_l
                 raise
             time.sleep(2)
     found = enrichment_reconciles(admin_settings, exactly_once=True)
+    assert (found.lost, found.unexpected) == (0, 0), found
+
+
+def test_a_group_it_may_not_use_is_warned_in_one_line_and_caught_up_after_the_grant(
+    secured: embedded.Broker,
+    loaded: dict[str, str],
+    admin_settings: Settings,
+    workdir: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The checkpoint is the truth and the group its mirror: a refused group commit is a
+    warning in the refusal's one line, the query goes on, and once READ on the group is
+    granted the next batch's commit brings the group to the processed offsets."""
+    groups = Grant("User:pipeline", "group", GROUP_PREFIX, "prefixed", "READ")
+    seeds = itertools.count(1000)
+    conf = admin_settings.kafka_config()
+    checkpoint = workdir / "enrichment-group-acl"
+    settings = pipeline_settings(secured, workdir, kafka_source="kafka")
+    security.apply_grants(conf, [groups], revoke=True)
+    try:
+        with caplog.at_level(logging.WARNING, logger="streamscale.kafka.commits"):
+            deadline = time.monotonic() + 60
+            while not any("GROUP_AUTHORIZATION_FAILED" in r.getMessage() for r in caplog.records):
+                assert time.monotonic() < deadline, [r.getMessage() for r in caplog.records]
+                # The revocation reaches every node through the metadata log: until it has,
+                # a run's commits may still pass; each run here reads the next purchases.
+                cli(loaded, "generate", "purchases", "--seed", str(next(seeds)),
+                    "--rate", "5000", "--no-progress", "--count", "50",
+                    "--products", str(PRODUCTS))  # fmt: skip
+                run(settings, "enrichment", checkpoint)
+        (line,) = {
+            r.getMessage().split(": ", 1)[1]
+            for r in caplog.records
+            if "GROUP_AUTHORIZATION_FAILED" in r.getMessage()
+        }
+        SEEN.append(line)
+        assert line.startswith("GROUP_AUTHORIZATION_FAILED on group streamscale-"), line
+        assert "grant READ" in line, line
+    finally:
+        security.apply_grants(conf, [groups])
+    kafka = KafkaAdmin(conf)
+    try:
+        tps = kafka.partitions(["achats"])
+        deadline = time.monotonic() + 90
+        while True:
+            cli(loaded, "generate", "purchases", "--seed", str(next(seeds)), "--rate", "5000",
+                "--no-progress", "--count", "50", "--products", str(PRODUCTS))  # fmt: skip
+            run(settings, "enrichment", checkpoint)
+            if kafka.committed("streamscale-enrichment", tps) == kafka.end_offsets(tps):
+                break
+            assert time.monotonic() < deadline, "the group never caught up after the grant"
+    finally:
+        kafka.close()
+    found = enrichment_reconciles(admin_settings, exactly_once=False)
     assert (found.lost, found.unexpected) == (0, 0), found
 
 
