@@ -47,6 +47,28 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def free_ports(count: int, host: str = "127.0.0.1", taken: Iterable[int] = ()) -> list[int]:
+    """``count`` distinct TCP ports free on ``host`` right now, none of ``taken``: their
+    sockets are held open together while the OS picks them (one :func:`free_port` after
+    another may return a port twice, before anything has bound the first)."""
+    avoid = set(taken)
+    held: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        while len(ports) < count:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            held.append(sock)
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+            if port not in avoid:
+                avoid.add(port)
+                ports.append(port)
+    finally:
+        for sock in held:
+            sock.close()
+    return ports
+
+
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamscale.processes import one_per_address_space
+from streamscale.processes import free_port, free_ports, one_per_address_space
 
 JVM = "/usr/lib/jvm/java-17/bin/java -Xmx4g -cp spark.jar org.apache.spark.deploy.SparkSubmit"
 WORKER = "python3 -m pyspark.daemon"
@@ -30,3 +30,9 @@ WORKER = "python3 -m pyspark.daemon"
 )
 def test_a_jvm_is_counted_once(procs: dict[int, tuple[int, str]], kept: list[int]) -> None:
     assert one_per_address_space(procs) == kept
+
+
+def test_free_ports_are_distinct_and_avoid_the_taken_ones() -> None:
+    taken = free_port()
+    ports = free_ports(12, taken=(taken,))
+    assert len(set(ports)) == 12 and taken not in ports

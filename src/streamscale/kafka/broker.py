@@ -313,21 +313,11 @@ def probe_conf(data_dir: Path, layout: Layout | None) -> dict[str, str]:
 def _new_layout(
     nodes: int, port: int | None, host: str | Sequence[str] = HOST, secure: bool = False
 ) -> Layout:
-    taken: set[int] = set()
-
-    def pick() -> int:
-        while True:
-            candidate = processes.free_port()
-            if candidate not in taken:
-                taken.add(candidate)
-                return candidate
-
-    if port is not None:
-        taken.add(port)
+    free = iter(processes.free_ports(2 * nodes, taken=() if port is None else (port,)))
     specs = []
     for i, node_host in enumerate(node_hosts(host, nodes), start=1):
-        broker_port = port if (i == 1 and port is not None) else pick()
-        specs.append(NodeSpec(i, broker_port, pick(), node_host))
+        broker_port = port if (i == 1 and port is not None) else next(free)
+        specs.append(NodeSpec(i, broker_port, next(free), node_host))
     return Layout(new_cluster_id(), tuple(specs), secure)
 
 

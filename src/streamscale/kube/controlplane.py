@@ -339,12 +339,14 @@ def start(
     for name in COMPONENTS:
         binary(ETCD if name == ETCD else name)
     binary("kubectl")
+    taken = () if apiserver_port is None else (apiserver_port,)
+    etcd, peer, api, manager, scheduler = processes.free_ports(5, taken=taken)
     layout = Layout(
-        etcd_port=processes.free_port(),
-        etcd_peer_port=processes.free_port(),
-        apiserver_port=apiserver_port or processes.free_port(),
-        controller_manager_port=processes.free_port(),
-        scheduler_port=processes.free_port(),
+        etcd_port=etcd,
+        etcd_peer_port=peer,
+        apiserver_port=apiserver_port or api,
+        controller_manager_port=manager,
+        scheduler_port=scheduler,
     )
     if processes.port_in_use(layout.apiserver_port):
         raise KubeError(f"port {layout.apiserver_port} is in use: give another --port")
