@@ -107,6 +107,21 @@ def run(settings: Settings, name: str, checkpoint: Path) -> dict[str, int]:
         SEEN.extend(lines)
 
 
+def resume_after_the_grant(settings: Settings, checkpoint: Path) -> None:
+    """Run the enrichment again from ``checkpoint`` once a grant is made. ACLs reach every
+    node through the metadata log: a run refused meanwhile commits nothing, and the next one
+    resumes from the same checkpoint."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            run(settings, "enrichment", checkpoint)
+            return
+        except AuthorizationError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+
+
 def enrichment_reconciles(admin: Settings, exactly_once: bool) -> verify.Reconciliation:
     kafka = KafkaAdmin(admin.kafka_config())
     try:
@@ -304,17 +319,7 @@ def test_a_missing_write_acl_stops_the_query_in_one_line_and_it_resumes_after_th
         assert "TOPIC_AUTHORIZATION_FAILED on achats-enrichis: grant WRITE" in line, line
     finally:
         security.apply_grants(conf, [write])
-    # ACLs reach every node through the metadata log: a run refused meanwhile commits
-    # nothing, and the next one resumes from the same checkpoint.
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            run(settings, "enrichment", checkpoint)
-            break
-        except AuthorizationError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(2)
+    resume_after_the_grant(settings, checkpoint)
     found = enrichment_reconciles(admin_settings, exactly_once=False)
     assert (found.lost, found.unexpected) == (0, 0), found
 
@@ -341,15 +346,7 @@ def test_a_transactional_id_it_may_not_use_stops_the_exactly_once_query_in_one_l
         assert refused.unexpected == 0, refused
     finally:
         security.apply_grants(conf, [ids])
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            run(settings, "enrichment", checkpoint)
-            break
-        except AuthorizationError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(2)
+    resume_after_the_grant(settings, checkpoint)
     found = enrichment_reconciles(admin_settings, exactly_once=True)
     assert (found.lost, found.unexpected) == (0, 0), found
 
