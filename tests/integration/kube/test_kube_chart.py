@@ -22,13 +22,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kube_io import wait
 
 from streamscale import processes
 from streamscale.kafka import broker as embedded
@@ -45,17 +46,6 @@ PRODUCTS = 200
 MAX_EXECUTORS = 3
 TIMEOUT_S = 900.0  # about 4 min when the machine is not shared; 7+ when it is
 EXECUTORS = "spark-role=executor"
-
-
-def wait(check: Callable[[], Any], what: str, timeout_s: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.5)
 
 
 def streamscale(*args: str, timeout_s: float = 180.0) -> str:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kube_io import wait
 
 from streamscale.kube import controlplane as cp
 
@@ -20,17 +20,6 @@ pytestmark = pytest.mark.integration
 NAME = "metadata.name"
 IP = "status.podIP"
 WORK = "/var/lib/streamscale-test/work"
-
-
-def wait(check: Callable[[], Any], what: str, timeout_s: float = 90.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.2)
 
 
 def namespace(core: Any) -> str:
