@@ -37,17 +37,58 @@ def settings(broker: embedded.Broker) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory, broker: embedded.Broker) -> Iterator[Any]:
+def live_spark(
+    tmp_path_factory: pytest.TempPathFactory, broker: embedded.Broker
+) -> Iterator[Callable[[], Any]]:
+    """The tests' shared SparkSession, made again if a module that needs a session of its own
+    (settings a running session would ignore, such as a secured cluster's) stopped it."""
     from streamscale.spark import session, stop
 
     warehouse = tmp_path_factory.mktemp("warehouse")
-    spark = session(
-        Settings(bootstrap_servers=broker.bootstrap, spark_master="local[2]", shuffle_partitions=2),
-        app_name="streamscale-tests",
-        extra_conf={"spark.sql.warehouse.dir": str(warehouse)},
-    )
-    yield spark
-    stop(spark)
+    made: list[Any] = []
+
+    def live() -> Any:
+        if not made or made[-1].sparkContext._jsc is None:
+            made.append(
+                session(
+                    Settings(
+                        bootstrap_servers=broker.bootstrap,
+                        spark_master="local[2]",
+                        shuffle_partitions=2,
+                    ),
+                    app_name="streamscale-tests",
+                    extra_conf={"spark.sql.warehouse.dir": str(warehouse)},
+                )
+            )
+        return made[-1]
+
+    yield live
+    if made and made[-1].sparkContext._jsc is not None:
+        stop(made[-1])
+
+
+@pytest.fixture
+def spark(live_spark: Callable[[], Any]) -> Any:
+    return live_spark()
+
+
+@pytest.fixture(scope="module")
+def own_spark_session() -> Iterator[None]:
+    """For a module whose code builds its own SparkSession (``session(settings)``, the
+    pipeline runner): no session is active when it starts, and the ones it left are stopped
+    when it ends; the shared ``spark`` is made again for the tests after it."""
+    from pyspark.sql import SparkSession
+
+    from streamscale.spark import stop
+
+    def stop_active() -> None:
+        active = SparkSession.getActiveSession()
+        if active is not None and active.sparkContext._jsc is not None:
+            stop(active)
+
+    stop_active()
+    yield
+    stop_active()
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from streamscale.pipelines import hits as codec
 from streamscale.pipelines.runner import run as run_pipeline
 from streamscale.settings import Settings
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("own_spark_session")]
 
 T0 = (int(time.time()) - 3600) * 1000  # an hour ago: within the topics' retention
 PURCHASES = 600
