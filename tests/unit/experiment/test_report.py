@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -496,7 +495,9 @@ def test_write_report_without_data(tmp_path: Path) -> None:
     assert json.loads((tmp_path / SUMMARY_FILE).read_text())["drain_time_s"] is None
 
 
-def test_report_of_five_minutes_is_fast(tmp_path: Path) -> None:
+def test_report_of_five_minutes_has_every_point_and_both_changes(tmp_path: Path) -> None:
+    """A five-minute run (300 points, a gap in the lag, two changes) is reported whole; its
+    speed is a benchmark's matter, not a timed assertion."""
     points = [
         point(t, None if 100 <= t < 105 else [max(0, 100 * min(t - 60, 200 - t))] * 4)
         for t in range(300)
@@ -505,13 +506,13 @@ def test_report_of_five_minutes_is_fast(tmp_path: Path) -> None:
         record(70, "up", 2, "scale_up_backlog", "applied"),
         record(260, "down", 1, "scale_down_idle", "applied"),
     ]
-    write_report(tmp_path / "warm", points[:5], [], {})  # imports out of the measure
-    began = time.perf_counter()
     summary = summarize(
         points, decisions, records_in=1, records_out=1, verified=True, start_epoch=START
     )
-    write_report(tmp_path / "run", points, decisions, summary, start_epoch=START)
-    assert time.perf_counter() - began < 5.0
+    written = write_report(tmp_path / "run", points, decisions, summary, start_epoch=START)
+    assert written[0].name == "summary.json"
+    assert all(p.stat().st_size > 0 for p in written)
+    assert [m.direction for m in to_marks(decisions, START) if m.is_scaling] == ["up", "down"]
 
 
 # ------------------------------------------------------------------------------ live view
