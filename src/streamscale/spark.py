@@ -209,14 +209,20 @@ JVM_INTERRUPTIONS = (
 ``StreamExecution.isInterruptionException`` takes for a stop)."""
 
 
+JOB_CANCELLED_BY_STOP = "SPARK_JOB_CANCELLED"
+"""The other way ``StreamingQuery.stop()`` ends a batch: Spark cancels the query's jobs ("Job 5
+cancelled Query [id = ...] was stopped", a ``SparkException`` without a cause) before the
+thread waiting on them is interrupted. Spark takes it for a stop as well."""
+
+
 class BatchInterrupted(PipelineError):
     """A ``foreachBatch`` function interrupted by its query's stop (:func:`stops_cleanly`)."""
 
 
 def interruption(error: BaseException) -> str | None:
     """The JVM interruption behind ``error`` (a Py4J error, or PySpark's conversion of one),
-    by class name from :data:`JVM_INTERRUPTIONS`; None for any other error, or when the JVM
-    cannot be asked."""
+    by class name from :data:`JVM_INTERRUPTIONS`, or :data:`JOB_CANCELLED_BY_STOP`; None for
+    any other error, or when the JVM cannot be asked."""
     java = getattr(error, "java_exception", None) or getattr(error, "_origin", None)
     try:
         for _ in range(32):  # a cause chain, bounded
@@ -225,7 +231,12 @@ def interruption(error: BaseException) -> str | None:
             name = str(java.getClass().getName())
             if name in JVM_INTERRUPTIONS:
                 return name
-            java = java.getCause()
+            cause = java.getCause()
+            if name == "org.apache.spark.SparkException" and cause is None:
+                message = str(java.getMessage())
+                if JOB_CANCELLED_BY_STOP in message and "was stopped" in message:
+                    return JOB_CANCELLED_BY_STOP
+            java = cause
     except Exception:  # the JVM's answer is not to be had: not known to be a stop
         return None
     return None
@@ -253,10 +264,13 @@ def stops_cleanly(
             name = interruption(error)
             if name is None:
                 raise
+            # Spark reads a stop from the name of a JVM interruption in the message.
+            seen = "" if name in JVM_INTERRUPTIONS else f"{name}, "
+            stop = name if name in JVM_INTERRUPTIONS else JVM_INTERRUPTIONS[0]
             raise BatchInterrupted(
-                f"batch {batch_id} interrupted by the query's stop "
-                f"(py4j.protocol.Py4JJavaError: An error occurred while calling foreachBatch: "
-                f"{name})"
+                f"batch {batch_id} interrupted by the query's stop ({seen}"
+                f"py4j.protocol.Py4JJavaError: An error occurred while calling foreachBatch: "
+                f"{stop})"
             ) from None
 
     return run

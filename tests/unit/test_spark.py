@@ -23,8 +23,8 @@ must match to count as a stop."""
 class JavaThrowable:
     """A Py4J handle on a JVM throwable: its class name and its cause."""
 
-    def __init__(self, name: str, cause: JavaThrowable | None = None) -> None:
-        self.name, self.cause = name, cause
+    def __init__(self, name: str, cause: JavaThrowable | None = None, message: str = "") -> None:
+        self.name, self.cause, self.message = name, cause, message
 
     def getClass(self) -> Any:
         return self
@@ -34,6 +34,9 @@ class JavaThrowable:
 
     def getCause(self) -> JavaThrowable | None:
         return self.cause
+
+    def getMessage(self) -> str:
+        return self.message
 
 
 class GoneJvm:
@@ -54,6 +57,7 @@ class CapturedException(Exception):
 
 
 SPARK = "org.apache.spark.SparkException"
+CANCELLED = "[SPARK_JOB_CANCELLED] Job 5 cancelled Query [id = 1, runId = 2] was stopped"
 
 
 @pytest.mark.parametrize(
@@ -69,6 +73,11 @@ SPARK = "org.apache.spark.SparkException"
             "java.nio.channels.ClosedByInterruptException",
         ),
         (Py4JJavaError(JavaThrowable(SPARK, JavaThrowable("java.io.IOException"))), None),
+        (Py4JJavaError(JavaThrowable(SPARK, message=CANCELLED)), "SPARK_JOB_CANCELLED"),
+        (
+            Py4JJavaError(JavaThrowable(SPARK, message="[SPARK_JOB_CANCELLED] Job 5 cancelled")),
+            None,
+        ),
         (Py4JJavaError(GoneJvm()), None),
         (ValueError("a bad record"), None),
     ],
@@ -85,9 +94,18 @@ def test_a_cause_chain_that_loops_is_not_followed_forever() -> None:
     assert interruption(Py4JJavaError(looped)) is None
 
 
-def test_an_interrupted_batch_is_raised_as_one_line_spark_reads_as_a_stop() -> None:
+@pytest.mark.parametrize(
+    "java",
+    [
+        JavaThrowable(SPARK, JavaThrowable("java.lang.InterruptedException")),
+        JavaThrowable(SPARK, message=CANCELLED),  # the stop cancelled the batch's job first
+    ],
+)
+def test_an_interrupted_batch_is_raised_as_one_line_spark_reads_as_a_stop(
+    java: JavaThrowable,
+) -> None:
     def batch(df: Any, batch_id: int) -> None:
-        raise Py4JJavaError(JavaThrowable(SPARK, JavaThrowable("java.lang.InterruptedException")))
+        raise Py4JJavaError(java)
 
     with pytest.raises(BatchInterrupted) as raised:
         stops_cleanly(batch)(None, 7)  # type: ignore[arg-type]
