@@ -1,6 +1,8 @@
 """``streamscale.attach`` on a user-style *stateful* query on a real local standalone cluster:
 a backlog → scale-out → the added executor runs stateful tasks → drained → scale-in → more
-input processed → results exactly those computed from the input topic (issue 23).
+input processed → results exactly those computed from the input topic (issue 23). The
+autoscaler read the query's own batch limit and trigger, served its lag on ``/metrics`` and
+committed the processed offsets to the query's consumer group.
 
 The query is a data engineer's ``groupBy(k).agg(sum, count)`` on Spark's Kafka source with
 RocksDB state (changelog checkpointing), 8 state partitions, written in update mode to a
@@ -19,6 +21,7 @@ directly, it prints its measurements as JSON:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -129,7 +132,7 @@ def scenario(bootstrap: str, topic: str, data_dir: Path) -> dict[str, Any]:
                 spark,
                 min_executors=1,
                 max_executors=2,
-                metrics_port=None,
+                metrics_port=0,
                 interval_s=2.0,
                 stabilization_window_s=8.0,
                 decision_log=data_dir / "decisions.jsonl",
@@ -191,6 +194,10 @@ def scenario(bootstrap: str, topic: str, data_dir: Path) -> dict[str, Any]:
                 if more_sent and processed >= BACKLOG + MORE and recent[-1]["batchId"] == seen:
                     break
                 time.sleep(0.2)
+            out["metrics"] = _scrape(scaler.metrics_url)
+            limits = scaler.controller.limits
+            read = limits("user_counts") if limits is not None else None
+            out["limits"] = None if read is None else dataclasses.asdict(read)
             query.processAllAvailable()
             query.stop()
             rows = spark.sql(
@@ -216,6 +223,17 @@ def scenario(bootstrap: str, topic: str, data_dir: Path) -> dict[str, Any]:
                 scaler.stop()
             spark.stop()
     return out
+
+
+def _scrape(url: str | None) -> list[str]:
+    """The names and labels of the autoscaler's executor and lag series on ``url``."""
+    import urllib.request
+
+    assert url is not None
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    series = ("streamscale_executors{", "streamscale_records_lag{")
+    return [line.rsplit(" ", 1)[0] for line in text.splitlines() if line.startswith(series)]
 
 
 def moves(batches: list[dict[str, Any]]) -> list[tuple[int, int, str | None, str | None]]:
@@ -286,6 +304,23 @@ def test_attach_spreads_state_on_scale_out_and_keeps_results_exact(
     assert all(n <= changes for n in per_partition.values()), (per_partition, applied)
 
     assert "more_sent_after_batch" in result, "more input after the scale-in"
+    assert result["limits"] == {
+        "min_partitions": None,
+        "max_offsets_per_trigger": BATCH,
+        "trigger_interval_s": 1.0,
+    }, "the query's own batch limit and trigger, read from the running query"
+    assert 'query="user_counts"' in " ".join(result["metrics"]), "its lag is on /metrics"
+    from streamscale.kafka.admin import KafkaAdmin
+    from streamscale.kafka.offsets import TopicPartition
+
+    admin = KafkaAdmin(settings.kafka_config())
+    try:
+        committed = admin.committed(
+            "streamscale-user_counts", [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        )
+    finally:
+        admin.close()
+    assert sum(committed.values()) > 0, "the processed offsets are committed to the group"
     want = {str(k): [total, n] for k, (total, n) in expected(BACKLOG + MORE).items()}
     assert result["results"] == want, "the aggregates are those computed from the input"
 

@@ -263,13 +263,15 @@ def executor_faults(
     max_offsets: int = 1_500,
     timeout_s: float = 240,
     delivery: str = "at-least-once",
+    removal: bool = True,
 ) -> list[FaultResult]:
     """One enrichment run on ``spark_cluster`` (two executors of one core), two phases, each
     with its own load of ``purchases``: (1) the JVM of an executor that runs a task of the
     batch in flight is SIGKILLed (the Master launches a replacement); (2) the actuator's
     ``apply(1)`` removes an executor that runs a task. Each phase waits for the pipeline to
     catch up, then the phases are reconciled apart; the actuator must report the SIGKILLed
-    executor lost (with Spark's reason) and not the one it removed (``errors["lost"]``)."""
+    executor lost (with Spark's reason) and not the one it removed (``errors["lost"]``).
+    Without ``removal``, phase (1) only."""
     started = time.monotonic()
     bootstrap = kafka.bootstrap
     prefix = f"fc-{uuid.uuid4().hex[:6]}"
@@ -307,7 +309,7 @@ def executor_faults(
         plan = (
             ("executor SIGKILLed mid-batch", 32),
             ("executor removed by the actuator mid-batch", 33),
-        )
+        )[: 2 if removal else 1]
         for phase, seed in plan:
             t0 = time.monotonic()
             notes: list[str] = []

@@ -199,9 +199,7 @@ def check_exact(result: FaultResult) -> None:
 def test_exactly_once_driver_sigkilled_at_points_of_a_batch(
     cluster3: embedded.Broker, tmp_path: Path
 ) -> None:
-    run = driver_kills(
-        cluster3, tmp_path, plan=("before-commit", "tasks", "random"), delivery="exactly-once"
-    )
+    run = driver_kills(cluster3, tmp_path, plan=("before-commit", "tasks"), delivery="exactly-once")
     run.result.report()
     for kill in run.kills:
         print(f"  killed at {kill.point} in batch {kill.batch}, in flight {sorted(kill.in_flight)}")
@@ -220,7 +218,10 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[standalo
 def test_exactly_once_executor_sigkilled_mid_task(
     cluster3: embedded.Broker, spark_cluster: standalone.Cluster, tmp_path: Path
 ) -> None:
-    results = executor_faults(cluster3, spark_cluster, tmp_path, delivery="exactly-once")
+    # The actuator's removal is the same event to the writer; at-least-once runs it too.
+    results = executor_faults(
+        cluster3, spark_cluster, tmp_path, delivery="exactly-once", removal=False
+    )
     for result in results:
         result.report()
         check_exact(result)
