@@ -311,7 +311,7 @@ def running_executor_pods(core: Any) -> dict[str, str]:
     }
 
 
-def test_an_executor_pod_deleted_from_outside_is_reported_lost_measured_and_replaced(
+def test_an_executor_pod_deleted_from_outside_is_reported_lost_and_replaced(
     core: Any, release: Release
 ) -> None:
     """After the scale-in, an executor pod is deleted through the API server (as a node drain
