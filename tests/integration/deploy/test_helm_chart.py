@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
+from streamscale.processes import free_ports
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -800,27 +802,13 @@ finally:
 """
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def kubernetes_env(container: dict[str, Any], pod_name: str) -> dict[str, str]:
-    """The container's literal environment as the kubelet gives it: field references
-    resolved for a pod named ``pod_name`` on loopback, ``$(VAR)`` expanded from the variables
-    defined before."""
-    fields = {"metadata.name": pod_name, "status.podIP": "127.0.0.1"}
-    env: dict[str, str] = {}
-    for item in container["env"]:
-        if "value" in item:
-            value = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), item["value"])
-        else:
-            value = fields[item["valueFrom"]["fieldRef"]["fieldPath"]]
-        env[item["name"]] = value
-    return env
+    """The container's environment as the node agent gives it (the kubelet's rules: field
+    references resolved for a pod named ``pod_name`` on loopback, ``$(VAR)`` expanded)."""
+    from streamscale.kube.pods import container_env
+
+    pod = {"metadata": {"name": pod_name}}
+    return container_env(pod, container, {}, lambda *_: None, lambda *_: None)
 
 
 def test_pyspark_reads_the_charts_spark_conf_and_the_session_settings_win(
@@ -835,7 +823,7 @@ def test_pyspark_reads_the_charts_spark_conf_and_the_session_settings_win(
     import os
     import sys
 
-    driver_port, block_port = free_port(), free_port()
+    driver_port, block_port = free_ports(2)
     values = {
         **REQUIRED,
         "spark": {
