@@ -205,7 +205,7 @@ SETTLE_MAX_S = 900.0
 laptop drains a burst more slowly) may go on while its story still moves forward."""
 
 PROGRESS_S = 60.0
-"""Past :data:`SETTLE_S`, the run goes on while the lag is below what it was this long ago
+"""Past :data:`SETTLE_S`, the run goes on while the lag is below its highest of this long
 (the drain moves on) or has been known for less than this (a slow start), or the load is
 still being produced, or the lag is 0 and the executors are not back at the minimum yet (the
 scale-in is waiting out its window). Batches longer than the metrics' age limit leave gaps
@@ -252,8 +252,11 @@ def story_goes_on(
     before = [p for p in known if p.t <= newest.t - PROGRESS_S]
     if not before:
         return "slow"  # the lag is known for less than a window: too early to judge
-    earlier = before[-1].total_lag
-    if newest.total_lag is not None and earlier is not None and newest.total_lag < earlier:
+    # Falling from the highest lag of the last window: the drain moves on (a burst produced
+    # late on a busy machine peaks within the window, above the lag a window ago).
+    window = [before[-1], *(p for p in known if p.t > newest.t - PROGRESS_S)]
+    highest = max(p.total_lag or 0 for p in window)
+    if newest.total_lag is not None and newest.total_lag < highest:
         return "slow"
     return "stop"
 

@@ -31,6 +31,18 @@ def points(*lags: tuple[float, int | None, int]) -> list[TimelinePoint]:
             D + SETTLE_S + 5,
             "slow",
         ),
+        # past the budget: a burst produced late peaked within the window and now drains,
+        # still above the lag a window ago (seen beside stress-ng and other load)
+        (
+            points(
+                (D + SETTLE_S - 70, 427_582, 2),
+                (D + SETTLE_S - 30, 575_193, 2),
+                (D + SETTLE_S + 5, 475_213, 2),
+            ),
+            True,
+            D + SETTLE_S + 5,
+            "slow",
+        ),
         # past the budget: the lag no longer falls
         (
             points((D + SETTLE_S - 70, 20_000, 2), (D + SETTLE_S + 5, 20_000, 2)),
