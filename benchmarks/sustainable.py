@@ -1,10 +1,10 @@
 """Sustainable throughput within a latency bound, Spark and Kafka Streams side by side.
 
-    .venv/bin/python benchmarks/sustainable.py [--pipeline enrichment]
+    .venv/bin/python benchmarks/sustainable.py [--pipeline enrichment|game-sessions]
         [--engine spark-connector --engine spark-streamscale-kafka --engine kstreams]
-        [--bound 5,30] [--products 10000] [--start 10000] [--factor 2] [--precision 0.15]
-        [--max-steps 6] [--warmup-s 20] [--steady-s 60] [--drain-s 300] [--runs 1]
-        [--master local[4]] [--shuffle-partitions N] [--threads 2] [--log-dir DIR]
+        [--bound 5,30] [--products 10000] [--machines 1000] [--start 10000] [--factor 2]
+        [--precision 0.15] [--max-steps 6] [--warmup-s 20] [--steady-s 60] [--drain-s 300]
+        [--runs 1] [--master local[4]] [--shuffle-partitions N] [--threads 2] [--log-dir DIR]
 
 For each engine, the highest input rate it *sustains*: over at least ``--steady-s`` seconds
 of steady input after ``--warmup-s`` of warm-up, its backlog does not grow and the p99 of its
@@ -13,23 +13,32 @@ within the bound: Karimov et al., ICDE 2018; the verdict and the rate search are
 :mod:`streamscale.experiment.sustainable` (pure, unit-tested), which states the criteria
 precisely. The rate is stepped up ×``--factor`` from ``--start`` until a step fails (down when
 the start fails), then bisected until the bracket is within ``--precision``, at most
-``--max-steps`` steps per engine and bound.
+``--max-steps`` steps per engine and bound. Rates are input records per second (game
+sessions: frames and their approvals).
 
 One invocation, one embedded Apache Kafka broker, the engines one after the other, each on
-its own copy of the input topics (referential filled from the same seed; the purchases
-topic stamped by the broker, ``LogAppendTime``, as the outputs are):
+its own copy of the input topics (the enrichment's referential filled from the same seed;
+its purchases topic stamped by the broker, ``LogAppendTime``, as the outputs are):
 
-- **the input** is the project's own open-loop generator, ``streamscale generate purchases
-  --rate R --duration D`` (a subprocess, stopped by PID), a new seed per step: it produces at
-  the schedule's pace whatever the engine does; a step whose input fell below 95 % of R
-  (the generator shares the machine's 2 cores) does not count as sustained;
-- **the lag** is sampled every ``--sample-s`` from the broker: purchases appended minus
-  outputs and dead letters appended (the enrichment writes one record per purchase), the
-  same measure for every engine, read from outside it;
-- **the latency** pairs each purchase appended during the steady window with its output by
-  key (the transaction id), read back after the step;
-- **CPU** per purchase over the steady window, from ``/proc`` (``cpu_use``): Spark = its JVM
-  (driver and executors, ``local[N]``), its Python workers and this process (the PySpark
+- **the input** is the project's own open-loop generator, ``streamscale generate purchases``
+  or ``game-frames`` with ``--rate R --duration D`` (a subprocess, stopped by PID), a new
+  seed per step: it produces at the schedule's pace whatever the engine does; a step whose
+  input fell below 95 % of R (the generator shares the machine's 2 cores) does not count as
+  sustained. Game frames come from ``--machines`` machines (a machine's frames are at least
+  1 ms apart in event time, so fewer machines than the frame rate / 1000 would run event
+  time ahead of the clock);
+- **the lag** is sampled every ``--sample-s``, the same measure for every engine
+  (:class:`Pipe`): enrichment, purchases appended minus outputs and dead letters appended
+  (one record out per purchase), read from the broker; game sessions, approvals appended
+  minus frames the engine has aggregated into its sessions (its own counters: a session is
+  written only after a 30 s gap, so no output tells when a frame was done), in input records;
+- **the latency**: enrichment, each purchase appended during the steady window paired with
+  its output by key (the transaction id), read back after the step; game sessions, the time
+  from a frame's approval's append to the engine's count of aggregated frames reaching it
+  (first in, first done; :func:`streamscale.experiment.sustainable.curve_latencies`), which
+  leaves out the 30 s a session waits for its gap by definition, the same for both engines;
+- **CPU** per input record over the steady window, from ``/proc`` (``cpu_use``): Spark = its
+  JVM (driver and executors, ``local[N]``), its Python workers and this process (the PySpark
   driver, whose ``foreachBatch`` runs here; it also runs the lag sampler, whose cost is the
   "benchmark process" CPU of the Kafka Streams steps); Kafka Streams = its JVM. The broker's
   and the generator's CPU are printed apart. **Peak RSS** over the window (sampled every
@@ -50,16 +59,18 @@ stream threads, at-least-once, ``-Xmx1g``) runs at its defaults for every bound:
 for the whole search, and a step at a rate already measured serves every bound.
 
 Printed: every step (offered rate, lag slope, end lag, p99, CPU by process kind, peak RSS,
-verdict and why), then one table: engine, bound, sustained purchases/s, p99 at that rate,
-CPU µs per purchase and peak RSS at it, and the ratio to Kafka Streams at the same bound;
+verdict and why), then one table: engine, bound, sustained records/s, p99 at that rate,
+CPU µs per input record and peak RSS at it, and the ratio to Kafka Streams at the same bound;
 with ``--runs N`` the median of the runs (a fresh broker per run). Nothing is checked record
-by record beyond the pairing (every purchase of the window must have its output):
-``benchmarks/pipelines.py`` checks the same pipelines' output byte for byte.
+by record beyond the pairing (every purchase of the window must have its output; every
+approved frame must be aggregated): ``benchmarks/pipelines.py`` checks the same pipelines'
+output byte for byte.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import math
@@ -82,11 +93,12 @@ import cpu_use
 import kstreams as ks
 from kafka_fill import LOG_APPEND, PARTITIONS, SEED, create_topics, produce_all
 from streamscale.experiment import sustainable as ss
-from streamscale.generate import referential
+from streamscale.generate import game_frames, referential
 from streamscale.kafka import broker as embedded
 from streamscale.kafka.admin import KafkaAdmin
 from streamscale.kafka.offsets import TopicPartition
 from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics
+from streamscale.pipelines.game_sessions import GameSessions, GameTopics
 from streamscale.settings import KafkaSource, Settings
 from streamscale.spark import session
 from streamscale.spark import stop as stop_session
@@ -108,33 +120,88 @@ def load() -> str:
     return f"load {one:.1f}/{five:.1f} (1/5 min)"
 
 
-# --- the engines -------------------------------------------------------------------------------
+# --- the pipelines and the engines ------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Pipe:
+    """One pipeline on one engine's own topics: what the lag counts and the generator makes.
+
+    The enrichment's lag is in purchases: appended minus outputs and dead letters appended
+    (one record out per purchase). A game session sums frames and is written only after a
+    30 s gap, so its lag is in approved frames: approvals appended minus the frames the
+    engine has aggregated into its sessions (Spark: ``join.approved`` of its finished
+    batches; Kafka Streams: its ``aggregated`` counter), scaled to input records (frames
+    and approvals, 1 + 101/100 per approval)."""
+
+    name: str
+    topics: Any  # EnrichmentTopics | GameTopics
+
+    @property
+    def enrichment(self) -> bool:
+        return self.name == "enrichment"
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        t = self.topics
+        return (t.purchases,) if self.enrichment else (t.requests, t.approvals)
+
+    @property
+    def tracked(self) -> str:
+        """The input topic whose records the lag counts."""
+        return str(self.topics.purchases if self.enrichment else self.topics.approvals)
+
+    @property
+    def scale(self) -> float:
+        """Input records per tracked record."""
+        return 1.0 if self.enrichment else 1.0 + 1.0 / game_frames.APPROVAL_PROBABILITY
 
 
 class SparkEngine:
-    """The enrichment on Spark, started again for each step with the bound's batching."""
+    """A pipeline on Spark, started again for each step with the bound's batching; counts
+    the game sessions' approved frames of each finished batch (a query listener)."""
 
     kinds = SPARK_KINDS
     rss_kinds = SPARK_RSS_KINDS
 
     def __init__(
-        self,
-        spark: Any,
-        settings: Settings,
-        topics: EnrichmentTopics,
-        source: KafkaSource,
-        checkpoint: Path,
+        self, spark: Any, settings: Settings, pipe: Pipe, source: KafkaSource, checkpoint: Path
     ) -> None:
-        self.spark, self.settings, self.topics = spark, settings, topics
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        self.spark, self.settings, self.pipe = spark, settings, pipe
         self.source, self.checkpoint = source, checkpoint
         self.query: Any = None
+        self.current: Any = None
+        self.approved = 0
+        engine = self
 
-    def pipeline(self, max_offsets: int | None) -> Enrichment:
+        class Listener(StreamingQueryListener):  # type: ignore[misc]
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                current = engine.current
+                if current is not None and not engine.pipe.enrichment:
+                    engine.approved += current.batch_counts(event.progress).get("join.approved", 0)
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        self.listener = Listener()
+        spark.streams.addListener(self.listener)
+
+    def pipeline(self, max_offsets: int | None) -> Enrichment | GameSessions:
         settings = self.settings.model_copy(update={"max_offsets_per_trigger": max_offsets})
-        return Enrichment(settings, str(self.checkpoint), self.topics, self.source)
+        kind = Enrichment if self.pipe.enrichment else GameSessions
+        self.current = kind(settings, str(self.checkpoint), self.pipe.topics, self.source)
+        return self.current
 
     def prime(self) -> None:
-        """Read the referential into the state store (once per checkpoint)."""
+        """Read what is there (the referential into the state store) once."""
         query = self.pipeline(None).start(self.spark, {"availableNow": True})
         query.awaitTermination()
         if query.exception() is not None:
@@ -144,6 +211,9 @@ class SparkEngine:
         batching = ss.spark_batching(bound_s, rate)
         self.query = self.pipeline(batching.max_offsets).start(self.spark, batching.trigger)
         return f"trigger {batching.trigger_s:g} s, maxOffsetsPerTrigger {batching.max_offsets:,}"
+
+    def done(self) -> int:
+        return self.approved
 
     def check(self) -> None:
         if self.query is not None and self.query.exception() is not None:
@@ -156,10 +226,11 @@ class SparkEngine:
 
     def close(self) -> None:
         self.after_step()
+        self.spark.streams.removeListener(self.listener)
 
 
 class KafkaStreamsEngine:
-    """The enrichment on Kafka Streams: one process for every step and bound."""
+    """A pipeline on Kafka Streams: one process for every step and bound."""
 
     kinds = KS_KINDS
     rss_kinds = KS_KINDS
@@ -169,6 +240,9 @@ class KafkaStreamsEngine:
 
     def before_step(self, rate: float, bound_s: float) -> str:
         return "defaults"
+
+    def done(self) -> int:
+        return self.app.count("aggregated")
 
     def check(self) -> None:
         self.app.check_alive()
@@ -210,50 +284,48 @@ class Bench:
         got = self.admin.end_offsets([TopicPartition(topic, p) for p in range(PARTITIONS)])
         return {tp.partition: n for tp, n in got.items()}
 
-    def lag(self, topics: EnrichmentTopics) -> tuple[int, dict[int, int], dict[int, int]]:
-        """Purchases appended minus outputs and dead letters appended (outputs read first, so
-        that no output of a purchase counted as not yet appended is counted), with the end
-        offsets of the outputs and of the purchases."""
-        out = self.ends(topics.output)
-        dead = self.ends(topics.dlq)
-        inputs = self.ends(topics.purchases)
-        return sum(inputs.values()) - sum(out.values()) - sum(dead.values()), out, inputs
+    def progress(
+        self, pipe: Pipe, engine: Engine
+    ) -> tuple[int, int, dict[str, dict[int, int]], dict[int, int]]:
+        """Tracked records appended and done so far, with the inputs' end offsets and the
+        enrichment output's. What is done is read first, so that nothing done is counted as
+        not yet appended (and no output of an input counted here comes before those ends)."""
+        outputs: dict[int, int] = {}
+        if pipe.enrichment:
+            outputs = self.ends(pipe.topics.output)
+            done = sum(outputs.values()) + sum(self.ends(pipe.topics.dlq).values())
+        else:
+            done = engine.done()
+        inputs = {topic: self.ends(topic) for topic in pipe.inputs}
+        return sum(inputs[pipe.tracked].values()), done, inputs, outputs
 
-    def generator(self, topics: EnrichmentTopics, rate: float, seconds: float) -> Any:
+    def generator(self, pipe: Pipe, rate: float, seconds: float) -> Any:
+        """The project's generator at ``rate`` input records/s (game frames: frames and
+        their approvals), a new seed per step."""
         self.seed += 1
-        argv = [
-            sys.executable,
-            "-m",
-            "streamscale.cli.main",
-            "generate",
-            "purchases",
-            "--rate",
-            f"{rate:.0f}",
-            "--duration",
-            f"{seconds:g}",
-            "--topic",
-            topics.purchases,
-            "--products",
-            str(self.args.products),
-            "--seed",
-            str(self.seed),
-            "--bootstrap",
-            self.settings.bootstrap_servers,
-            "--no-progress",
-        ]
+        common = ["--duration", f"{seconds:g}", "--seed", str(self.seed)]
+        common += ["--bootstrap", self.settings.bootstrap_servers, "--no-progress"]
+        t = pipe.topics
+        if pipe.enrichment:
+            what = ["purchases", "--rate", f"{rate:.0f}", "--topic", t.purchases]
+            what += ["--products", str(self.args.products)]
+        else:
+            what = ["game-frames", "--rate", f"{rate / pipe.scale:.0f}"]
+            what += ["--topic", t.requests, "--approval-topic", t.approvals]
+            what += ["--machines", str(self.args.machines)]
+        argv = [sys.executable, "-m", "streamscale.cli.main", "generate", *what, *common]
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
         return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
-    def measure(
-        self, engine: Engine, topics: EnrichmentTopics, rate: float, bound_s: float
-    ) -> Measured:
+    def measure(self, engine: Engine, pipe: Pipe, rate: float, bound_s: float) -> Measured:
         """One step at ``rate``; Spark's batching is sized for ``bound_s``, and the step is
         cut short once its lag is far past it."""
         args = self.args
         config = engine.before_step(rate, bound_s)
+        curves: tuple[list[ss.LagPoint], list[ss.LagPoint]] = ([], [])
         points: list[ss.LagPoint] = []
         cut = ""
-        gen = self.generator(topics, rate, args.warmup_s + args.steady_s + 5)
+        gen = self.generator(pipe, rate, args.warmup_s + args.steady_s + 5)
         t0 = time.time()
         start_at, end_at = t0 + args.warmup_s, t0 + args.warmup_s + args.steady_s
         window: dict[str, Any] = {}
@@ -261,19 +333,22 @@ class Bench:
         try:
             while True:
                 engine.check()
-                lag, out_ends, in_ends = self.lag(topics)
+                appended, done, in_ends, out_ends = self.progress(pipe, engine)
                 now = time.time()
-                points.append((now, float(lag)))
+                lag = (appended - done) * pipe.scale
+                points.append((now, lag))
+                curves[0].append((now, float(appended)))
+                curves[1].append((now, float(done)))
                 if "start" not in window and now >= start_at:
                     window.update(
-                        start=now, cpu0=cpu_use.snapshot(os.getpid()), out0=out_ends, in0=in_ends
+                        start=now, cpu0=cpu_use.snapshot(os.getpid()), in0=in_ends, out0=out_ends
                     )
                     rss = cpu_use.RssPeak(engine.rss_kinds, root=os.getpid())
                 if now >= end_at:
                     window.update(end=now, cpu1=cpu_use.snapshot(os.getpid()), in1=in_ends)
                     break
                 if now > start_at and lag > rate * (2 * bound_s + ABORT_SLACK_S):
-                    cut = f"cut short at {now - t0:.0f} s: lag {lag:,} records"
+                    cut = f"cut short at {now - t0:.0f} s: lag {lag:,.0f} records"
                     window.update(end=now, cpu1=cpu_use.snapshot(os.getpid()), in1=in_ends)
                     break
                 code = gen.poll()
@@ -281,16 +356,23 @@ class Bench:
                     err = gen.stderr.read().decode()[-2000:] if gen.stderr else ""
                     raise RuntimeError(f"the generator failed ({code}): {err}")
                 time.sleep(args.sample_s)
+            if not cut:  # its last seconds follow the window: what the engine does after it
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    gen.wait(60)
         finally:
             stop_pid(gen)
             peak = rss.stop() if rss is not None else math.nan
-        self.drain(engine, topics)
+        self.drain(engine, pipe, curves)
         engine.after_step()
-        if "start" not in window:
-            window.update(start=time.time(), cpu0={}, out0={}, in0={})
-        latencies, unanswered, duplicates = self.latencies(topics, window)
+        duplicates = 0
+        if pipe.enrichment:
+            latencies, unanswered, duplicates = self.latencies(pipe.topics, window)
+        else:
+            latencies, unanswered = ss.curve_latencies(*curves, window["start"], window["end"])
         spent = cpu_use.spent(window["cpu0"], window["cpu1"])
-        offered = sum(window["in1"].values()) - sum(window["in0"].values())
+        offered = sum(
+            sum(window["in1"][t].values()) - sum(window["in0"][t].values()) for t in pipe.inputs
+        )
         engine_cpu = sum(spent.get(k, 0.0) for k in engine.kinds)
         step = ss.Step(
             rate=rate,
@@ -311,14 +393,22 @@ class Bench:
             duplicates,
         )
 
-    def drain(self, engine: Engine, topics: EnrichmentTopics) -> None:
+    def drain(
+        self, engine: Engine, pipe: Pipe, curves: tuple[list[ss.LagPoint], list[ss.LagPoint]]
+    ) -> None:
+        """Wait until the engine has done everything appended (bounded), sampling on."""
         deadline = time.monotonic() + self.args.drain_s
+        lag = 0
         while time.monotonic() < deadline:
             engine.check()
-            lag, _, _ = self.lag(topics)
-            if lag <= 0:
+            appended, done, _, _ = self.progress(pipe, engine)
+            now = time.time()
+            curves[0].append((now, float(appended)))
+            curves[1].append((now, float(done)))
+            lag = appended - done
+            if lag <= (0 if pipe.enrichment else self.args.sessions_slack):
                 return
-            time.sleep(0.5)
+            time.sleep(self.args.sample_s)
         raise EngineStuckError(
             f"the backlog did not drain within {self.args.drain_s:g} s (lag {lag:,})"
         )
@@ -331,7 +421,10 @@ class Bench:
         without output, and the outputs beyond one per purchase (at-least-once replays)."""
         created: dict[int, int] = {}
         for m in self.admin.iter_all(
-            topics.purchases, PARTITIONS, start=window["in0"], end=window["in1"]
+            topics.purchases,
+            PARTITIONS,
+            start=window["in0"][topics.purchases],
+            end=window["in1"][topics.purchases],
         ):
             created[hash(m.key())] = m.timestamp()[1]
         answered: dict[int, int] = {}
@@ -425,32 +518,52 @@ def run_search(
     return Result(name, bound_s, rate, best, steps, note)
 
 
-def engine_topics(name: str) -> EnrichmentTopics:
+def engine_pipe(pipeline: str, name: str) -> Pipe:
+    """The pipeline on the engine's own topics."""
     tag = name.replace("spark-", "")
-    return EnrichmentTopics(
-        purchases=f"achats-{tag}",
-        referential=f"referentiel-{tag}",
-        output=f"achats-enrichis-{tag}",
-        dlq=f"enrichment-dlq-{tag}",
+    if pipeline == "enrichment":
+        return Pipe(
+            pipeline,
+            EnrichmentTopics(
+                purchases=f"achats-{tag}",
+                referential=f"referentiel-{tag}",
+                output=f"achats-enrichis-{tag}",
+                dlq=f"enrichment-dlq-{tag}",
+            ),
+        )
+    return Pipe(
+        pipeline,
+        GameTopics(
+            requests=f"GAME-FRAME-RQ-{tag}",
+            approvals=f"GAME-FRAME-RS-{tag}",
+            output=f"SESSIONS-{tag}",
+            dlq=f"game-sessions-dlq-{tag}",
+        ),
     )
 
 
-def prepare(bench: Bench, topics: EnrichmentTopics) -> int:
+def prepare(bench: Bench, pipe: Pipe) -> int:
     """Create the engine's topics and fill its referential (seeded: the same for every
-    engine); the referential's record count."""
-    settings = bench.settings
-    create_topics(
-        settings,
-        {
-            topics.purchases: {"cleanup.policy": "delete", **LOG_APPEND},
-            topics.referential: {"cleanup.policy": "compact"},
-            topics.output: LOG_APPEND,
-            topics.dlq: LOG_APPEND,
-        },
-    )
+    engine); the referential's record count (0 for game sessions)."""
+    t = pipe.topics
+    outputs = {t.output: LOG_APPEND, t.dlq: LOG_APPEND}
+    if not pipe.enrichment:
+        # A frame's Kafka timestamp is its event time: stamped by the generator (paced, so
+        # within milliseconds of its append).
+        inputs = {
+            t.requests: {"cleanup.policy": "delete"},
+            t.approvals: {"cleanup.policy": "delete"},
+        }
+        create_topics(bench.settings, {**inputs, **outputs})
+        return 0
+    inputs = {
+        t.purchases: {"cleanup.policy": "delete", **LOG_APPEND},
+        t.referential: {"cleanup.policy": "compact"},
+    }
+    create_topics(bench.settings, {**inputs, **outputs})
     plan = referential.plan_for_products(bench.args.products, 0.05, 0.01)
-    records = referential.referential_records(random.Random(SEED), plan, topics.referential)
-    count, _ = produce_all(settings, records)
+    records = referential.referential_records(random.Random(SEED), plan, t.referential)
+    count, _ = produce_all(bench.settings, records)
     return count
 
 
@@ -491,18 +604,18 @@ def spark_searches(
     spark = session(bench.settings, app_name="bench-sustainable")
     try:
         for name in names:
-            topics = engine_topics(name)
-            n_ref = prepare(bench, topics)
+            pipe = engine_pipe(bench.args.pipeline, name)
+            n_ref = prepare(bench, pipe)
             print(f"{name}: {n_ref:,} referential records", flush=True)
             # One checkpoint for every bound: each step starts the query again with its own
             # trigger and batch limit.
             engine = SparkEngine(
-                spark, bench.settings, topics, SPARK_SOURCES[name], tmp / f"ckpt-{name}"
+                spark, bench.settings, pipe, SPARK_SOURCES[name], tmp / f"ckpt-{name}"
             )
             try:
                 engine.prime()
                 for bound in bench.args.bounds:
-                    measure = functools.partial(bench.measure, engine, topics, bound_s=bound)
+                    measure = functools.partial(bench.measure, engine, pipe, bound_s=bound)
                     results.append(run_search(name, bound, measure, plan, bench.args))
             finally:
                 engine.close()
@@ -513,17 +626,21 @@ def spark_searches(
 
 def kstreams_searches(bench: Bench, plan: ss.SearchPlan, tmp: Path) -> list[Result]:
     args = bench.args
-    topics = engine_topics("kstreams")
-    n_ref = prepare(bench, topics)
+    pipe = engine_pipe(args.pipeline, "kstreams")
+    n_ref = prepare(bench, pipe)
     jar = ks.ensure_jar()
+    if pipe.enrichment:
+        roles, opts = ks.enrichment_roles(pipe.topics), ks.app_opts(args)
+    else:
+        roles, opts = ks.sessions_roles(pipe.topics), ks.sessions_opts(args, bench.settings)
     app = ks.start_app(
         jar,
-        "enrichment",
+        args.pipeline,
         bench.settings,
-        ks.enrichment_roles(topics),
+        roles,
         tmp,
         args.threads,
-        ks.app_opts(args),
+        opts,
         args.log_dir,
         args.jvm_opt,
     )
@@ -544,7 +661,7 @@ def kstreams_searches(bench: Bench, plan: ss.SearchPlan, tmp: Path) -> list[Resu
         def measure(rate: float) -> Measured:
             # The same process for every bound: a rate measured once serves them all.
             if rate not in cache:
-                cache[rate] = bench.measure(engine, topics, rate, widest)  # cut by the widest
+                cache[rate] = bench.measure(engine, pipe, rate, widest)  # cut by the widest
             return cache[rate]
 
         for bound in sorted(args.bounds, reverse=True):
@@ -602,7 +719,20 @@ def show_median(per_run: Sequence[Sequence[Result]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--pipeline", choices=("enrichment",), default="enrichment")
+    parser.add_argument("--pipeline", choices=("enrichment", "game-sessions"), default="enrichment")
+    parser.add_argument(
+        "--machines",
+        type=int,
+        default=1000,
+        help="game sessions: the generator's machines (a machine's frames are 1 ms apart at "
+        "least: fewer machines than rate/1000 would run event time ahead of the clock)",
+    )
+    parser.add_argument(
+        "--sessions-slack",
+        type=int,
+        default=1000,
+        help="game sessions: approvals appended minus frames aggregated that counts as drained",
+    )
     parser.add_argument(
         "--engine", dest="engines", action="append", choices=ENGINES, help="repeatable"
     )

@@ -31,6 +31,7 @@ samples in.
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -155,6 +156,62 @@ def verdict(step: Step, criteria: Criteria) -> Verdict:
         p99_ms=p99,
         reasons=tuple(reasons),
     )
+
+
+def curve_latencies(
+    appended: Sequence[LagPoint],
+    done: Sequence[LagPoint],
+    start_s: float,
+    end_s: float,
+    samples: int = 1000,
+) -> tuple[list[float], int]:
+    """Latencies (ms) read from two cumulative counts, for an engine whose output does not
+    name its inputs one by one (game sessions: a session sums frames).
+
+    ``appended``: ``(seconds, records appended so far)``; ``done``: ``(seconds, records the
+    engine has finished so far)``, both sorted by time. Records are taken in order (first in,
+    first done): record ``k`` is appended when ``appended`` reaches ``k`` (interpolated
+    between samples) and done at the first ``done`` sample that reaches ``k`` (so up to one
+    sampling interval late). ``samples`` records spread evenly over those appended within
+    ``[start_s, end_s]``; returns their latencies and how many of them are not done by the
+    last ``done`` sample."""
+    if len(appended) < 2 or not done or samples < 1:
+        return [], 0
+    times = [t for t, _ in appended]
+    counts = [c for _, c in appended]
+
+    def count_at(t: float) -> float:
+        i = bisect.bisect_right(times, t)
+        if i == 0:
+            return counts[0]
+        if i == len(times):
+            return counts[-1]
+        (t0, c0), (t1, c1) = appended[i - 1], appended[i]
+        return c0 + (c1 - c0) * (t - t0) / (t1 - t0) if t1 > t0 else c1
+
+    def time_of(k: float) -> float:
+        i = bisect.bisect_left(counts, k)
+        if i == 0:
+            return times[0]
+        if i == len(counts):
+            return times[-1]
+        (t0, c0), (t1, c1) = appended[i - 1], appended[i]
+        return t0 + (t1 - t0) * (k - c0) / (c1 - c0) if c1 > c0 else t1
+
+    first, last = count_at(start_s), count_at(end_s)
+    if last <= first:
+        return [], 0
+    done_counts = [c for _, c in done]
+    latencies: list[float] = []
+    missing = 0
+    for j in range(samples):
+        k = first + (last - first) * (j + 0.5) / samples
+        i = bisect.bisect_left(done_counts, k)
+        if i == len(done_counts):
+            missing += 1
+            continue
+        latencies.append(max(0.0, done[i][0] - time_of(k)) * 1000)
+    return latencies, missing
 
 
 # --- the search ------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from streamscale.experiment.sustainable import (
     SearchPlan,
     Step,
     bracket,
+    curve_latencies,
     lag_slope,
     next_rate,
     percentile,
@@ -242,3 +243,58 @@ def test_spark_batching_fits_the_bound(bound_s: float, rate: float) -> None:
 def test_spark_batching_refused() -> None:
     with pytest.raises(ConfigError):
         spark_batching(0.0, 1.0)
+
+
+# --- latencies from cumulative counts ---------------------------------------------------------
+
+
+def test_curve_latencies_of_a_constant_delay() -> None:
+    """1,000 records/s appended from t=0, each done 2 s later (sampled every 0.1 s)."""
+    appended = [(t / 10, t * 100.0) for t in range(0, 1001)]
+    done = [(t / 10, max(0.0, (t / 10 - 2.0) * 1000)) for t in range(0, 1001)]
+    latencies, missing = curve_latencies(appended, done, 10.0, 70.0, samples=500)
+    assert missing == 0
+    assert len(latencies) == 500
+    assert all(2000 <= v <= 2100 + 1e-6 for v in latencies)
+
+
+def test_curve_latencies_of_micro_batches() -> None:
+    """Batches every 2 s finishing what arrived before them, 0.5 s after they start: the
+    oldest record of a batch waits 2.5 s, the newest 0.5 s."""
+    appended = [(t / 10, t * 100.0) for t in range(0, 1001)]
+    done = []
+    for t in range(0, 1001):
+        now = t / 10
+        finished = max(0.0, (now - 0.5) // 2 * 2) if now >= 0.5 else 0.0
+        done.append((now, finished * 1000))
+    latencies, missing = curve_latencies(appended, done, 10.0, 70.0)
+    assert missing == 0
+    assert percentile(latencies, 99) == pytest.approx(2500, abs=120)
+    assert min(latencies) == pytest.approx(500, abs=120)
+
+
+def test_curve_latencies_counts_what_is_not_done() -> None:
+    appended = [(0.0, 0.0), (10.0, 1000.0)]
+    done = [(0.0, 0.0), (10.0, 500.0)]
+    latencies, missing = curve_latencies(appended, done, 0.0, 10.0, samples=100)
+    assert missing == 50
+    assert len(latencies) == 50
+
+
+@pytest.mark.parametrize(
+    ("appended", "done"),
+    [([], [(0.0, 0.0)]), ([(0.0, 0.0), (1.0, 10.0)], []), ([(0.0, 5.0), (9.0, 5.0)], [(0.0, 5.0)])],
+)
+def test_curve_latencies_without_input(
+    appended: list[tuple[float, float]], done: list[tuple[float, float]]
+) -> None:
+    assert curve_latencies(appended, done, 0.0, 10.0) == ([], 0)
+
+
+@given(st.floats(0.0, 20.0), st.floats(10.0, 1e5))
+def test_curve_latencies_never_below_the_delay(delay: float, rate: float) -> None:
+    appended = [(t / 2, t / 2 * rate) for t in range(0, 241)]
+    done = [(t / 2, max(0.0, (t / 2 - delay) * rate)) for t in range(0, 241)]
+    latencies, _ = curve_latencies(appended, done, 20.0, 80.0, samples=200)
+    assert all(v >= delay * 1000 - 1e-3 for v in latencies)
+    assert all(v <= (delay + 0.5) * 1000 + 1e-3 for v in latencies)
