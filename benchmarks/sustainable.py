@@ -362,8 +362,10 @@ class Bench:
         finally:
             stop_pid(gen)
             peak = rss.stop() if rss is not None else math.nan
-        self.drain(engine, pipe, curves)
-        engine.after_step()
+        try:
+            self.drain(engine, pipe, curves)
+        finally:
+            engine.after_step()
         duplicates = 0
         if pipe.enrichment:
             latencies, unanswered, duplicates = self.latencies(pipe.topics, window)
@@ -480,7 +482,7 @@ def show_step(name: str, bound_s: float, m: Measured, v: ss.Verdict) -> None:
     print(
         f"  {name} @{bound_s:g}s {m.step.rate:>9,.0f}/s ({m.config}): offered "
         f"{v.offered_rate:,.0f}/s, lag slope {v.slope:,.0f}/s, end lag {v.end_lag:,.0f}, "
-        f"p99 {v.p99_ms:,.0f} ms over {len(m.step.latencies_ms):,}, CPU µs/purchase "
+        f"p99 {v.p99_ms:,.0f} ms over {len(m.step.latencies_ms):,}, CPU µs/record "
         f"{m.cpu_us:.1f} (by kind: {kinds}), peak RSS {m.rss_mb:,.0f} MB"
         + (f", {m.duplicates:,} duplicates" if m.duplicates else "")
         + (f"; {m.cut_short}" if m.cut_short else "")
@@ -617,6 +619,8 @@ def spark_searches(
                 for bound in bench.args.bounds:
                     measure = functools.partial(bench.measure, engine, pipe, bound_s=bound)
                     results.append(run_search(name, bound, measure, plan, bench.args))
+                    if results[-1].note:  # a backlog left behind: no other bound on it
+                        break
             finally:
                 engine.close()
     finally:
@@ -666,6 +670,8 @@ def kstreams_searches(bench: Bench, plan: ss.SearchPlan, tmp: Path) -> list[Resu
 
         for bound in sorted(args.bounds, reverse=True):
             results.append(run_search("kstreams", bound, measure, plan, args))
+            if results[-1].note:  # a backlog left behind: no other bound on it
+                break
     finally:
         engine.close()
     return results
