@@ -197,8 +197,9 @@ class SparkEngine:
     def pipeline(self, max_offsets: int | None) -> Enrichment | GameSessions:
         settings = self.settings.model_copy(update={"max_offsets_per_trigger": max_offsets})
         kind = Enrichment if self.pipe.enrichment else GameSessions
-        self.current = kind(settings, str(self.checkpoint), self.pipe.topics, self.source)
-        return self.current
+        pipeline = kind(settings, str(self.checkpoint), self.pipe.topics, self.source)
+        self.current = pipeline
+        return pipeline
 
     def prime(self) -> None:
         """Read what is there (the referential into the state store) once."""
@@ -315,7 +316,7 @@ class Bench:
             what += ["--machines", str(self.args.machines)]
         argv = [sys.executable, "-m", "streamscale.cli.main", "generate", *what, *common]
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def measure(self, engine: Engine, pipe: Pipe, rate: float, bound_s: float) -> Measured:
         """One step at ``rate``; Spark's batching is sized for ``bound_s``, and the step is
@@ -517,6 +518,9 @@ def run_search(
         print(f"  {name} @{bound_s:g}s: {note}; its search ends here", flush=True)
         rate = max((v.rate for _, v in steps if v.sustained), default=0.0)
     best = next((m for m, v in steps if v.sustained and v.rate == rate), None)
+    above = [v for _, v in steps if not v.sustained and v.rate > rate]
+    if above and all("generator fell behind" in r for v in above for r in v.reasons):
+        note = (note + "; " if note else "") + "a lower bound: the generator fell behind above it"
     return Result(name, bound_s, rate, best, steps, note)
 
 
