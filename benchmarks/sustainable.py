@@ -473,6 +473,7 @@ class Result:
     best: Measured | None
     steps: list[tuple[Measured, ss.Verdict]]
     note: str = ""
+    stuck: bool = False  # its backlog did not drain: nothing more can run on this engine
 
 
 def show_step(name: str, bound_s: float, m: Measured, v: ss.Verdict) -> None:
@@ -501,7 +502,7 @@ def run_search(
 ) -> Result:
     criteria = ss.Criteria(bound_s=bound_s, min_steady_s=args.steady_s * 0.98)
     steps: list[tuple[Measured, ss.Verdict]] = []
-    note = ""
+    note = note_stuck = ""
 
     def sustained(rate: float) -> bool:
         m = measure(rate)
@@ -514,14 +515,14 @@ def run_search(
         result = ss.search(sustained, plan)
         rate = result.sustained
     except EngineStuckError as exc:
-        note = str(exc)
+        note = note_stuck = str(exc)
         print(f"  {name} @{bound_s:g}s: {note}; its search ends here", flush=True)
         rate = max((v.rate for _, v in steps if v.sustained), default=0.0)
     best = next((m for m, v in steps if v.sustained and v.rate == rate), None)
     above = [v for _, v in steps if not v.sustained and v.rate > rate]
     if above and all("generator fell behind" in r for v in above for r in v.reasons):
         note = (note + "; " if note else "") + "a lower bound: the generator fell behind above it"
-    return Result(name, bound_s, rate, best, steps, note)
+    return Result(name, bound_s, rate, best, steps, note, stuck=bool(note_stuck))
 
 
 def engine_pipe(pipeline: str, name: str) -> Pipe:
@@ -623,7 +624,7 @@ def spark_searches(
                 for bound in bench.args.bounds:
                     measure = functools.partial(bench.measure, engine, pipe, bound_s=bound)
                     results.append(run_search(name, bound, measure, plan, bench.args))
-                    if results[-1].note:  # a backlog left behind: no other bound on it
+                    if results[-1].stuck:  # a backlog left behind: no other bound on it
                         break
             finally:
                 engine.close()
@@ -674,7 +675,7 @@ def kstreams_searches(bench: Bench, plan: ss.SearchPlan, tmp: Path) -> list[Resu
 
         for bound in sorted(args.bounds, reverse=True):
             results.append(run_search("kstreams", bound, measure, plan, args))
-            if results[-1].note:  # a backlog left behind: no other bound on it
+            if results[-1].stuck:  # a backlog left behind: no other bound on it
                 break
     finally:
         engine.close()
