@@ -530,6 +530,8 @@ def run_search(
     above = [v for _, v in steps if not v.sustained and v.rate > rate]
     if above and all("generator fell behind" in r for v in above for r in v.reasons):
         note = (note + "; " if note else "") + "a lower bound: the generator fell behind above it"
+    elif rate and not above:
+        note = (note + "; " if note else "") + "a lower bound: no step above it failed"
     return Result(name, bound_s, rate, best, steps, note, stuck=bool(note_stuck))
 
 
