@@ -30,14 +30,14 @@ its purchases topic stamped by the broker, ``LogAppendTime``, as the outputs are
   time ahead of the clock);
 - **the lag** is sampled every ``--sample-s``, the same measure for every engine
   (:class:`Pipe`): enrichment, purchases appended minus outputs and dead letters appended
-  (one record out per purchase), read from the broker; game sessions, approvals appended
-  minus frames the engine has aggregated into its sessions (its own counters: a session is
-  written only after a 30 s gap, so no output tells when a frame was done), in input records;
+  (one record out per purchase), read from the broker; game sessions, frames and approvals
+  appended minus the records the engine has taken in (its own counts: a session is written
+  only after a 30 s gap, so no output tells when a frame was done);
 - **the latency**: enrichment, each purchase appended during the steady window paired with
   its output by key (the transaction id), read back after the step; game sessions, the time
-  from a frame's approval's append to the engine's count of aggregated frames reaching it
-  (first in, first done; :func:`streamscale.experiment.sustainable.curve_latencies`), which
-  leaves out the 30 s a session waits for its gap by definition, the same for both engines;
+  from a record's append to the engine's count of records taken in reaching it (first in,
+  first done; :func:`streamscale.experiment.sustainable.curve_latencies`), which leaves out
+  the 30 s a session waits for its gap by definition, the same for both engines;
 - **CPU** per input record over the steady window, from ``/proc`` (``cpu_use``): Spark = its
   JVM (driver and executors, ``local[N]``), its Python workers and this process (the PySpark
   driver, whose ``foreachBatch`` runs here; it also runs the lag sampler, whose cost is the
@@ -64,7 +64,7 @@ verdict and why), then one table: engine, bound, sustained records/s, p99 at tha
 CPU µs per input record and peak RSS at it, and the ratio to Kafka Streams at the same bound;
 with ``--runs N`` the median of the runs (a fresh broker per run). Nothing is checked record
 by record beyond the pairing (every purchase of the window must have its output; every
-approved frame must be aggregated): ``benchmarks/pipelines.py`` checks the same pipelines'
+frame and approval must be taken in): ``benchmarks/pipelines.py`` checks the same pipelines'
 output byte for byte.
 """
 
@@ -130,10 +130,10 @@ class Pipe:
 
     The enrichment's lag is in purchases: appended minus outputs and dead letters appended
     (one record out per purchase). A game session sums frames and is written only after a
-    30 s gap, so its lag is in approved frames: approvals appended minus the frames the
-    engine has aggregated into its sessions (Spark: ``join.approved`` of its finished
-    batches; Kafka Streams: its ``aggregated`` counter), scaled to input records (frames
-    and approvals, 1 + 101/100 per approval)."""
+    30 s gap (and through Spark's connector a frame meets its approval only then), so its
+    lag is in input records (frames and approvals): appended minus the records the engine
+    has taken in (Spark: ``numInputRows`` of its finished batches, state committed; Kafka
+    Streams: its ``frames`` and ``approvals`` counters, records parsed and joined)."""
 
     name: str
     topics: Any  # EnrichmentTopics | GameTopics
@@ -148,19 +148,14 @@ class Pipe:
         return (t.purchases,) if self.enrichment else (t.requests, t.approvals)
 
     @property
-    def tracked(self) -> str:
-        """The input topic whose records the lag counts."""
-        return str(self.topics.purchases if self.enrichment else self.topics.approvals)
-
-    @property
     def scale(self) -> float:
-        """Input records per tracked record."""
-        return 1.0 if self.enrichment else 1.0 + 1.0 / game_frames.APPROVAL_PROBABILITY
+        """Input records per record the lag counts."""
+        return 1.0
 
 
 class SparkEngine:
     """A pipeline on Spark, started again for each step with the bound's batching; counts
-    the game sessions' approved frames of each finished batch (a query listener)."""
+    the input records of its finished batches (a query listener)."""
 
     kinds = SPARK_KINDS
     rss_kinds = SPARK_RSS_KINDS
@@ -174,7 +169,7 @@ class SparkEngine:
         self.source, self.checkpoint = source, checkpoint
         self.query: Any = None
         self.current: Any = None
-        self.approved = 0
+        self.read = 0
         engine = self
 
         class Listener(StreamingQueryListener):  # type: ignore[misc]
@@ -184,7 +179,7 @@ class SparkEngine:
             def onQueryProgress(self, event: Any) -> None:
                 current = engine.current
                 if current is not None and not engine.pipe.enrichment:
-                    engine.approved += current.batch_counts(event.progress).get("join.approved", 0)
+                    engine.read += int(event.progress.numInputRows)
 
             def onQueryIdle(self, event: Any) -> None:
                 pass
@@ -215,7 +210,7 @@ class SparkEngine:
         return f"trigger {batching.trigger_s:g} s, maxOffsetsPerTrigger {batching.max_offsets:,}"
 
     def done(self) -> int:
-        return self.approved
+        return self.read
 
     def check(self) -> None:
         if self.query is not None and self.query.exception() is not None:
@@ -244,7 +239,7 @@ class KafkaStreamsEngine:
         return "defaults"
 
     def done(self) -> int:
-        return self.app.count("aggregated")
+        return self.app.count("frames") + self.app.count("approvals")
 
     def check(self) -> None:
         self.app.check_alive()
@@ -299,7 +294,7 @@ class Bench:
         else:
             done = engine.done()
         inputs = {topic: self.ends(topic) for topic in pipe.inputs}
-        return sum(inputs[pipe.tracked].values()), done, inputs, outputs
+        return sum(sum(ends.values()) for ends in inputs.values()), done, inputs, outputs
 
     def generator(self, pipe: Pipe, rate: float, seconds: float) -> Any:
         """The project's generator at ``rate`` input records/s (game frames: frames and
@@ -312,7 +307,8 @@ class Bench:
             what = ["purchases", "--rate", f"{rate:.0f}", "--topic", t.purchases]
             what += ["--products", str(self.args.products)]
         else:
-            what = ["game-frames", "--rate", f"{rate / pipe.scale:.0f}"]
+            frames = rate / (1 + game_frames.APPROVAL_PROBABILITY)
+            what = ["game-frames", "--rate", f"{frames:.0f}"]
             what += ["--topic", t.requests, "--approval-topic", t.approvals]
             what += ["--machines", str(self.args.machines)]
         argv = [sys.executable, "-m", "streamscale.cli.main", "generate", *what, *common]
@@ -419,6 +415,8 @@ class Bench:
             lag = appended - done
             if lag <= (0 if pipe.enrichment else self.args.sessions_slack):
                 return
+            if len(curves[0]) % 40 == 0:
+                print(f"  draining: {appended:,} appended, {done:,} done", flush=True)
             time.sleep(self.args.sample_s)
         raise EngineStuckError(
             f"the backlog did not drain within {self.args.drain_s:g} s (lag {lag:,})"
