@@ -86,6 +86,7 @@ import kafka_fill
 from kafka_fill import FRAME_RATE, LOG_APPEND, PARTITIONS, SEED, create_topics
 from streamscale import processes
 from streamscale.experiment import verify
+from streamscale.experiment.sustainable import percentile as percentile  # re-exported
 from streamscale.generate import Record, game_frames, referential
 from streamscale.generate.profiles import make_schedule
 from streamscale.generate.purchases import purchase_records
@@ -788,13 +789,6 @@ def wait_for(app: StreamsApp, done: Any, timeout_s: float, what: str, tick: Any 
         flush=True,
     )
     return False
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 # --- the two runs -----------------------------------------------------------------------------

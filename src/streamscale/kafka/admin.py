@@ -237,18 +237,31 @@ class KafkaAdmin:
         return list(self.iter_all(topic, partitions, isolation))
 
     def iter_all(
-        self, topic: str, partitions: int | None = None, isolation: str | None = None
+        self,
+        topic: str,
+        partitions: int | None = None,
+        isolation: str | None = None,
+        *,
+        start: Mapping[int, int] | None = None,
+        end: Mapping[int, int] | None = None,
     ) -> Iterator[Any]:
         """:meth:`read_all` one message at a time, for a topic too big to hold whole (the
         demo's reference reads its inputs so); the :class:`KafkaRequestError` of a partition
         not read to its end comes after the messages read. The timeout counts the time spent
-        waiting for the broker, not the time the caller spends on each message."""
+        waiting for the broker, not the time the caller spends on each message.
+
+        ``start`` and ``end`` (partition -> offset; default 0 and the end offsets taken now)
+        read a range instead: the records from ``start`` up to, not including, ``end``."""
         from confluent_kafka import Consumer, KafkaError
         from confluent_kafka import TopicPartition as CTP
 
         isolation = isolation or "read_committed"
         count = self.topics()[topic] if partitions is None else partitions
-        ends = self.end_offsets([TopicPartition(topic, p) for p in range(count)])
+        if end is None:
+            ends = self.end_offsets([TopicPartition(topic, p) for p in range(count)])
+        else:
+            ends = {TopicPartition(topic, p): end.get(p, 0) for p in range(count)}
+        starts = {p: (start or {}).get(p, 0) for p in range(count)}
         consumer = Consumer(
             {**self.conf, "group.id": f"streamscale-read-{uuid.uuid4().hex[:8]}"}
             | {
@@ -258,9 +271,9 @@ class KafkaAdmin:
                 "enable.partition.eof": True,
             }
         )
-        waiting = {p for p in range(count) if ends.get(TopicPartition(topic, p), 0) > 0}
+        waiting = {p for p in range(count) if ends.get(TopicPartition(topic, p), 0) > starts[p]}
         try:
-            consumer.assign([CTP(topic, p, 0) for p in range(count)])
+            consumer.assign([CTP(topic, p, starts[p]) for p in waiting])
             waited, budget = 0.0, self.timeout_s * 4  # time in the consumer, not the caller's
             while waiting and waited < budget:
                 began = time.monotonic()
@@ -274,7 +287,13 @@ class KafkaAdmin:
                         continue
                     if err is not None:
                         raise KafkaRequestError(f"reading {topic}: {err.str()}")
+                    last = ends[TopicPartition(topic, msg.partition())] - 1
+                    if end is not None and msg.offset() > last:
+                        waiting.discard(msg.partition())  # past the range's end
+                        continue
                     yield msg
+                    if end is not None and msg.offset() == last:
+                        waiting.discard(msg.partition())
         finally:
             consumer.close()
         if waiting:
