@@ -78,7 +78,6 @@ import math
 import os
 import random
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -93,6 +92,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cpu_use
 import kstreams as ks
 from kafka_fill import LOG_APPEND, PARTITIONS, SEED, create_topics, produce_all
+from streamscale import processes
 from streamscale.experiment import sustainable as ss
 from streamscale.generate import game_frames, referential
 from streamscale.kafka import broker as embedded
@@ -100,6 +100,7 @@ from streamscale.kafka.admin import KafkaAdmin
 from streamscale.kafka.offsets import TopicPartition
 from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics
 from streamscale.pipelines.game_sessions import GameSessions, GameTopics
+from streamscale.pipelines.topics import suffixed
 from streamscale.settings import KafkaSource, Settings
 from streamscale.spark import session
 from streamscale.spark import stop as stop_session
@@ -313,7 +314,13 @@ class Bench:
             what += ["--machines", str(self.args.machines)]
         argv = [sys.executable, "-m", "streamscale.cli.main", "generate", *what, *common]
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-        return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        return subprocess.Popen(
+            argv,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group: processes.stop_pid stops it
+        )
 
     def measure(self, engine: Engine, pipe: Pipe, rate: float, bound_s: float) -> Measured:
         """One step at ``rate``; Spark's batching is sized for ``bound_s``, and the step is
@@ -365,7 +372,7 @@ class Bench:
                         gen.wait(60)
         finally:
             for gen in gens:
-                stop_pid(gen)
+                processes.stop_pid(gen.pid)
             peak = rss.stop() if rss is not None else math.nan
         try:
             self.drain(engine, pipe, curves)
@@ -455,17 +462,6 @@ class EngineStuckError(RuntimeError):
     """The engine did not drain its backlog after a step: its search ends there."""
 
 
-def stop_pid(proc: Any) -> None:
-    """Stop a subprocess by its PID: SIGTERM, SIGKILL after 10 s."""
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-
-
 # --- the search per engine and bound -----------------------------------------------------------
 
 
@@ -537,24 +533,8 @@ def engine_pipe(pipeline: str, name: str) -> Pipe:
     """The pipeline on the engine's own topics."""
     tag = name.replace("spark-", "")
     if pipeline == "enrichment":
-        return Pipe(
-            pipeline,
-            EnrichmentTopics(
-                purchases=f"achats-{tag}",
-                referential=f"referentiel-{tag}",
-                output=f"achats-enrichis-{tag}",
-                dlq=f"enrichment-dlq-{tag}",
-            ),
-        )
-    return Pipe(
-        pipeline,
-        GameTopics(
-            requests=f"GAME-FRAME-RQ-{tag}",
-            approvals=f"GAME-FRAME-RS-{tag}",
-            output=f"SESSIONS-{tag}",
-            dlq=f"game-sessions-dlq-{tag}",
-        ),
-    )
+        return Pipe(pipeline, suffixed(EnrichmentTopics(), tag))
+    return Pipe(pipeline, suffixed(GameTopics(), tag))
 
 
 def prepare(bench: Bench, pipe: Pipe) -> int:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import dataclasses
+from typing import Any, Literal, TypeVar
 
 from streamscale.kafka.admin import TopicSpec
 from streamscale.kafka.transactions import marker_topic_spec
@@ -15,6 +16,15 @@ INPUTS: dict[str, tuple[str, ...]] = {
     GAME_SESSIONS: ("GAME-FRAME-RQ", "GAME-FRAME-RS"),
 }
 """The topics each pipeline reads; every other topic of its catalog it writes."""
+
+Topics = TypeVar("Topics", bound=Any)
+
+
+def suffixed(topics: Topics, tag: str) -> Topics:
+    """A pipeline's topic set (``EnrichmentTopics``, ``GameTopics``) with ``-tag`` after every
+    name: its own copy of the catalog beside others on one cluster (a benchmark's engines)."""
+    names = {f.name: f"{getattr(topics, f.name)}-{tag}" for f in dataclasses.fields(topics)}
+    return dataclasses.replace(topics, **names)
 
 
 def pipeline_topics(

@@ -68,3 +68,16 @@ def test_a_topic_two_pipelines_share_is_kept_once() -> None:
 def test_two_different_specs_of_one_topic_are_refused() -> None:
     with pytest.raises(ConfigError, match="topic t is specified twice"):
         _one_per_name([TopicSpec("t", 1), TopicSpec("t", 2)])
+
+
+def test_suffixed_names_every_topic_of_a_pipelines_set() -> None:
+    from streamscale.pipelines.enrichment import EnrichmentTopics
+    from streamscale.pipelines.game_sessions import GameTopics
+    from streamscale.pipelines.topics import suffixed
+
+    assert suffixed(EnrichmentTopics(), "ks") == EnrichmentTopics(
+        "achats-ks", "referentiel-ks", "achats-enrichis-ks", "enrichment-dlq-ks"
+    )
+    assert suffixed(GameTopics(), "a") == GameTopics(
+        "GAME-FRAME-RQ-a", "GAME-FRAME-RS-a", "SESSIONS-a", "game-sessions-dlq-a"
+    )
