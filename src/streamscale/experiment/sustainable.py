@@ -158,6 +158,17 @@ def verdict(step: Step, criteria: Criteria) -> Verdict:
     )
 
 
+def _interpolate(x: float, xs: Sequence[float], ys: Sequence[float], i: int) -> float:
+    """``ys`` at ``x`` on the piecewise-linear curve through ``(xs, ys)``, ``i`` being
+    where ``x`` falls in ``xs`` (a bisection); the end values outside the curve."""
+    if i == 0:
+        return ys[0]
+    if i == len(xs):
+        return ys[-1]
+    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1
+
+
 def curve_latencies(
     appended: Sequence[LagPoint],
     done: Sequence[LagPoint],
@@ -181,22 +192,10 @@ def curve_latencies(
     counts = [c for _, c in appended]
 
     def count_at(t: float) -> float:
-        i = bisect.bisect_right(times, t)
-        if i == 0:
-            return counts[0]
-        if i == len(times):
-            return counts[-1]
-        (t0, c0), (t1, c1) = appended[i - 1], appended[i]
-        return c0 + (c1 - c0) * (t - t0) / (t1 - t0) if t1 > t0 else c1
+        return _interpolate(t, times, counts, bisect.bisect_right(times, t))
 
     def time_of(k: float) -> float:
-        i = bisect.bisect_left(counts, k)
-        if i == 0:
-            return times[0]
-        if i == len(counts):
-            return times[-1]
-        (t0, c0), (t1, c1) = appended[i - 1], appended[i]
-        return t0 + (t1 - t0) * (k - c0) / (c1 - c0) if c1 > c0 else t1
+        return _interpolate(k, counts, times, bisect.bisect_left(counts, k))
 
     first, last = count_at(start_s), count_at(end_s)
     if last <= first:
