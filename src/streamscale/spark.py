@@ -265,8 +265,9 @@ def stops_cleanly(
             if name is None:
                 raise
             # Spark reads a stop from the name of a JVM interruption in the message.
-            seen = "" if name in JVM_INTERRUPTIONS else f"{name}, "
-            stop = name if name in JVM_INTERRUPTIONS else JVM_INTERRUPTIONS[0]
+            seen, stop = (
+                ("", name) if name in JVM_INTERRUPTIONS else (f"{name}, ", JVM_INTERRUPTIONS[0])
+            )
             raise BatchInterrupted(
                 f"batch {batch_id} interrupted by the query's stop ({seen}"
                 f"py4j.protocol.Py4JJavaError: An error occurred while calling foreachBatch: "

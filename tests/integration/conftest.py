@@ -45,26 +45,30 @@ def live_spark(
     from streamscale.spark import session, stop
 
     warehouse = tmp_path_factory.mktemp("warehouse")
-    made: list[Any] = []
+    current: Any = None
 
     def live() -> Any:
-        if not made or made[-1].sparkContext._jsc is None:
-            made.append(
-                session(
-                    Settings(
-                        bootstrap_servers=broker.bootstrap,
-                        spark_master="local[2]",
-                        shuffle_partitions=2,
-                    ),
-                    app_name="streamscale-tests",
-                    extra_conf={"spark.sql.warehouse.dir": str(warehouse)},
-                )
+        nonlocal current
+        if not running(current):
+            current = session(
+                Settings(
+                    bootstrap_servers=broker.bootstrap,
+                    spark_master="local[2]",
+                    shuffle_partitions=2,
+                ),
+                app_name="streamscale-tests",
+                extra_conf={"spark.sql.warehouse.dir": str(warehouse)},
             )
-        return made[-1]
+        return current
 
     yield live
-    if made and made[-1].sparkContext._jsc is not None:
-        stop(made[-1])
+    if running(current):
+        stop(current)
+
+
+def running(spark: Any) -> bool:
+    """Whether ``spark`` is a session whose SparkContext is not stopped."""
+    return spark is not None and spark.sparkContext._jsc is not None
 
 
 @pytest.fixture
@@ -83,7 +87,7 @@ def own_spark_session() -> Iterator[None]:
 
     def stop_active() -> None:
         active = SparkSession.getActiveSession()
-        if active is not None and active.sparkContext._jsc is not None:
+        if running(active):
             stop(active)
 
     stop_active()
