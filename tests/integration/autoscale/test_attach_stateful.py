@@ -45,7 +45,7 @@ PARTITIONS = 4  # Kafka partitions
 STATE_PARTITIONS = 8
 KEYS = 500
 BACKLOG = 60_000
-MORE = 16_000  # produced after the scale-in
+MORE = 4_000  # produced after the scale-in: one batch, on the executor kept
 BATCH = 4_000
 WORK_S_PER_RECORD = 0.0004
 """Simulated work (a sleep, not CPU: the machine has 2 cores): 2,500 records/s an executor."""

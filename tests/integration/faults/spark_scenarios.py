@@ -263,7 +263,7 @@ def executor_faults(
     max_offsets: int = 1_500,
     timeout_s: float = 240,
     delivery: str = "at-least-once",
-    removal: bool = True,
+    faults: tuple[str, ...] = ("sigkill", "removal"),
 ) -> list[FaultResult]:
     """One enrichment run on ``spark_cluster`` (two executors of one core), two phases, each
     with its own load of ``purchases``: (1) the JVM of an executor that runs a task of the
@@ -271,7 +271,7 @@ def executor_faults(
     ``apply(1)`` removes an executor that runs a task. Each phase waits for the pipeline to
     catch up, then the phases are reconciled apart; the actuator must report the SIGKILLed
     executor lost (with Spark's reason) and not the one it removed (``errors["lost"]``).
-    Without ``removal``, phase (1) only."""
+    ``faults`` picks the phases: ``sigkill`` for (1), ``removal`` for (2)."""
     started = time.monotonic()
     bootstrap = kafka.bootstrap
     prefix = f"fc-{uuid.uuid4().hex[:6]}"
@@ -306,10 +306,14 @@ def executor_faults(
         wait_until(
             "the first batch", lambda: pipeline.batches() > 0 or not pipeline.alive, timeout_s
         )
-        plan = (
-            ("executor SIGKILLed mid-batch", 32),
-            ("executor removed by the actuator mid-batch", 33),
-        )[: 2 if removal else 1]
+        plan = [
+            (phase, seed)
+            for fault, phase, seed in (
+                ("sigkill", "executor SIGKILLed mid-batch", 32),
+                ("removal", "executor removed by the actuator mid-batch", 33),
+            )
+            if fault in faults
+        ]
         for phase, seed in plan:
             t0 = time.monotonic()
             notes: list[str] = []

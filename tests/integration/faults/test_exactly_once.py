@@ -218,14 +218,15 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[standalo
 def test_exactly_once_executor_sigkilled_mid_task(
     cluster3: embedded.Broker, spark_cluster: standalone.Cluster, tmp_path: Path
 ) -> None:
-    # The actuator's removal is the same event to the writer; at-least-once runs it too.
+    # The actuator's removal is the same event to the writer: at-least-once runs it.
     results = executor_faults(
-        cluster3, spark_cluster, tmp_path, delivery="exactly-once", removal=False
+        cluster3, spark_cluster, tmp_path, delivery="exactly-once", faults=("sigkill",)
     )
     for result in results:
         result.report()
         check_exact(result)
         assert result.duplicate_bound > 0  # the fault struck a batch in flight
+        assert "lost" not in result.errors, result.errors["lost"]  # named lost, Spark's reason
 
 
 def test_exactly_once_partition_leader_sigkilled(cluster3: embedded.Broker, tmp_path: Path) -> None:
