@@ -160,22 +160,56 @@ def test_the_pipeline_principal_reads_no_topic_it_is_not_granted(
     assert "__consumer_offsets" not in visible
 
 
-def test_enrichment_exactly_once_through_the_jvm_writer_then_at_least_once_reconcile(
+def test_a_transactional_id_it_may_not_use_stops_the_exactly_once_query_in_one_line_and_it_resumes(
     secured: embedded.Broker, loaded: dict[str, str], admin_settings: Settings, workdir: Path
 ) -> None:
-    exact = pipeline_settings(
+    ids = Grant("User:pipeline", "transactional_id", TRANSACTIONAL_PREFIX, "prefixed", "WRITE")
+    conf = admin_settings.kafka_config()
+    security.apply_grants(conf, [ids], revoke=True)
+    checkpoint = workdir / "enrichment-txn-acl"
+    settings = pipeline_settings(
         secured, workdir, kafka_source="streamscale-kafka", delivery="exactly-once"
     )
-    totals = run(exact, "enrichment", workdir / "enrichment-exact")
-    assert totals, "the exactly-once run processed nothing"
-    once = enrichment_reconciles(admin_settings, exactly_once=True)
-    assert once.records_in == PURCHASES
-    assert (once.lost, once.duplicated, once.unexpected) == (0, 0, 0), once
-    run(pipeline_settings(secured, workdir, kafka_source="kafka"), "enrichment",
-        workdir / "enrichment-connector")  # fmt: skip
-    twice = enrichment_reconciles(admin_settings, exactly_once=False)
-    assert (twice.lost, twice.unexpected) == (0, 0), twice
-    assert twice.out + twice.dead_lettered >= 2 * PURCHASES
+    try:
+        with pytest.raises(AuthorizationError) as raised:
+            run(settings, "enrichment", checkpoint)
+        line = str(raised.value)
+        SEEN.append(line)
+        assert "\n" not in line
+        assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in line and "grant WRITE" in line, line
+        # Refused before any transaction began: nothing of the refused run is committed.
+        refused = enrichment_reconciles(admin_settings, exactly_once=True)
+        assert refused.unexpected == 0, refused
+    finally:
+        security.apply_grants(conf, [ids])
+    resume_after_the_grant(settings, checkpoint)
+    # The module's first enrichment output: exactly once through the JVM writer.
+    found = enrichment_reconciles(admin_settings, exactly_once=True)
+    assert found.records_in == PURCHASES
+    assert (found.lost, found.duplicated, found.unexpected) == (0, 0, 0), found
+
+
+def test_a_missing_write_acl_stops_the_query_in_one_line_and_it_resumes_after_the_grant(
+    secured: embedded.Broker, loaded: dict[str, str], admin_settings: Settings, workdir: Path
+) -> None:
+    write = Grant("User:pipeline", "topic", "achats-enrichis", "literal", "WRITE")
+    conf = admin_settings.kafka_config()
+    security.apply_grants(conf, [write], revoke=True)
+    checkpoint = workdir / "enrichment-acl"
+    settings = pipeline_settings(secured, workdir, kafka_source="kafka")
+    try:
+        with pytest.raises(AuthorizationError) as raised:
+            run(settings, "enrichment", checkpoint)
+        line = str(raised.value)
+        SEEN.append(line)
+        assert "\n" not in line
+        assert "TOPIC_AUTHORIZATION_FAILED on achats-enrichis: grant WRITE" in line, line
+    finally:
+        security.apply_grants(conf, [write])
+    resume_after_the_grant(settings, checkpoint)
+    found = enrichment_reconciles(admin_settings, exactly_once=False)
+    assert (found.lost, found.unexpected) == (0, 0), found
+    assert found.out + found.dead_lettered >= 2 * PURCHASES  # the exactly-once run's, then this
 
 
 @pytest.mark.parametrize("source", ["kafka", "streamscale-kafka"])
@@ -210,7 +244,7 @@ def test_group_commits_are_seen_by_kafka_consumer_groups_and_streamscale_lag(
     assert rows, described
     # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...: caught up everywhere
     assert all(row[5] == "0" for row in rows), described
-    out = cli(pipeline_env, "lag", "--checkpoint", str(workdir / "enrichment-connector"))
+    out = cli(pipeline_env, "lag", "--checkpoint", str(workdir / "enrichment-acl"))
     assert "achats" in out and "last committed batch" in out
 
 
@@ -300,55 +334,6 @@ def test_an_untrusted_ca_is_refused_in_one_line(secured: embedded.Broker, tmp_pa
         admin.topics()
     admin.close()
     SEEN.append(str(raised.value))
-
-
-def test_a_missing_write_acl_stops_the_query_in_one_line_and_it_resumes_after_the_grant(
-    secured: embedded.Broker, loaded: dict[str, str], admin_settings: Settings, workdir: Path
-) -> None:
-    write = Grant("User:pipeline", "topic", "achats-enrichis", "literal", "WRITE")
-    conf = admin_settings.kafka_config()
-    security.apply_grants(conf, [write], revoke=True)
-    checkpoint = workdir / "enrichment-acl"
-    settings = pipeline_settings(secured, workdir, kafka_source="kafka")
-    try:
-        with pytest.raises(AuthorizationError) as raised:
-            run(settings, "enrichment", checkpoint)
-        line = str(raised.value)
-        SEEN.append(line)
-        assert "\n" not in line
-        assert "TOPIC_AUTHORIZATION_FAILED on achats-enrichis: grant WRITE" in line, line
-    finally:
-        security.apply_grants(conf, [write])
-    resume_after_the_grant(settings, checkpoint)
-    found = enrichment_reconciles(admin_settings, exactly_once=False)
-    assert (found.lost, found.unexpected) == (0, 0), found
-
-
-def test_a_transactional_id_it_may_not_use_stops_the_exactly_once_query_in_one_line_and_it_resumes(
-    secured: embedded.Broker, loaded: dict[str, str], admin_settings: Settings, workdir: Path
-) -> None:
-    ids = Grant("User:pipeline", "transactional_id", TRANSACTIONAL_PREFIX, "prefixed", "WRITE")
-    conf = admin_settings.kafka_config()
-    security.apply_grants(conf, [ids], revoke=True)
-    checkpoint = workdir / "enrichment-txn-acl"
-    settings = pipeline_settings(
-        secured, workdir, kafka_source="streamscale-kafka", delivery="exactly-once"
-    )
-    try:
-        with pytest.raises(AuthorizationError) as raised:
-            run(settings, "enrichment", checkpoint)
-        line = str(raised.value)
-        SEEN.append(line)
-        assert "\n" not in line
-        assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in line and "grant WRITE" in line, line
-        # Refused before any transaction began: nothing of the refused run is committed.
-        refused = enrichment_reconciles(admin_settings, exactly_once=True)
-        assert refused.unexpected == 0, refused
-    finally:
-        security.apply_grants(conf, [ids])
-    resume_after_the_grant(settings, checkpoint)
-    found = enrichment_reconciles(admin_settings, exactly_once=True)
-    assert (found.lost, found.unexpected) == (0, 0), found
 
 
 def test_a_group_it_may_not_use_is_warned_in_one_line_and_caught_up_after_the_grant(
