@@ -2,7 +2,7 @@
 
     PYTHONPATH=src STREAMSCALE_JARS_DIR=jvm/lib .venv/bin/python benchmarks/dynamic_allocation.py \\
         [--runs 1] [--duration 180] [--window 240] [--burst 450000] [--rate 800] \\
-        [--short-idle 10s | --no-short] [--out build/dynamic-allocation]
+        [--short-idle 10s | --no-short] [--only COLUMN] [--out build/dynamic-allocation]
 
 One invocation runs the demo's experiment (:mod:`streamscale.experiment.demo`: the embedded
 Apache Kafka, a local standalone cluster of one worker with 2 cores, the game-sessions
@@ -135,9 +135,17 @@ def main() -> None:
         help="idle and shuffle-tracking timeouts of the third column (Spark's time syntax)",
     )
     parser.add_argument("--no-short", action="store_true", help="no third column")
+    parser.add_argument(
+        "--only", action="append", default=[], help="run only this column (repeatable)"
+    )
     parser.add_argument("--out", type=Path, default=Path("build/dynamic-allocation"))
     args = parser.parse_args()
     columns = variants(None if args.no_short else args.short_idle)
+    if args.only:
+        unknown = set(args.only) - set(columns)
+        if unknown:
+            parser.error(f"unknown column {sorted(unknown)}: {', '.join(columns)}")
+        columns = {name: columns[name] for name in args.only}
     command = " ".join(shlex.quote(a) for a in ["benchmarks/dynamic_allocation.py", *sys.argv[1:]])
     began = time.time()
     print(f"# {command}", flush=True)

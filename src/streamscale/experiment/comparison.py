@@ -69,6 +69,8 @@ class RunFigures:
     """State partitions that changed executor from one placement sample to the next."""
     state_on_removed: int
     """State partitions the executors removed within the window held when they went."""
+    placement_samples: int
+    """Samples of the state placement within the window (0: state moves not measured)."""
     time_lag_buckets: tuple[float | None, ...]
     """Highest time lag in each :data:`BUCKET_S` from ``start_s`` (None: no lag data)."""
 
@@ -220,6 +222,7 @@ def figures(
     """Every figure of one run over its window ``[start_s, end_s]``."""
     within = _within(points, start_s, end_s)
     lags = [p.max_time_lag_s for p in within if p.max_time_lag_s is not None]
+    placed = [s for s in samples if start_s <= s.t <= end_s]
     return RunFigures(
         window_s=end_s - start_s,
         max_time_lag_s=max(lags) if lags else None,
@@ -228,8 +231,9 @@ def figures(
         executor_s=executor_seconds(spans, start_s, end_s),
         rescales=rescales(spans, start_s, end_s),
         max_executors=max_executors(spans, start_s, end_s),
-        state_moved=state_moved([s for s in samples if start_s <= s.t <= end_s]),
+        state_moved=state_moved(placed),
         state_on_removed=state_on_removed(samples, spans, start_s, end_s),
+        placement_samples=len(placed),
         time_lag_buckets=time_lag_buckets(points, start_s, end_s),
     )
 

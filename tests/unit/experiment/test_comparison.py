@@ -183,6 +183,7 @@ def test_figures_of_a_run() -> None:
     assert found.executor_s == 10
     assert found.rescales == 0
     assert found.time_lag_buckets == (40,)
+    assert found.placement_samples == 0  # sampled after the window
     assert found.as_dict()["time_lag_buckets"] == [40]
 
 
