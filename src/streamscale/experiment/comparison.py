@@ -120,8 +120,15 @@ def count_at(steps: Sequence[tuple[float, int]], t: float) -> int:
 
 
 def rescales(spans: Iterable[ExecutorSpan], start_s: float, end_s: float) -> int:
-    """Changes of the executor count within ``(start_s, end_s]``."""
-    return sum(1 for t, _ in executor_counts(spans) if start_s < t <= end_s)
+    """Changes of the executor count within ``(start_s, end_s]`` from one running count to
+    another: the application's first executor registering (from 0) is its start, not a
+    rescale, and losing the last one (to 0) is a loss."""
+    steps = executor_counts(spans)
+    return sum(
+        1
+        for (_, before), (t, after) in zip([(0.0, 0), *steps], steps, strict=False)
+        if start_s < t <= end_s and before > 0 and after > 0
+    )
 
 
 def max_executors(spans: Iterable[ExecutorSpan], start_s: float, end_s: float) -> int:

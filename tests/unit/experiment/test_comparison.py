@@ -107,7 +107,14 @@ def test_executor_seconds_within_the_window() -> None:
 def test_executor_counts_and_rescales() -> None:
     assert executor_counts(SPANS) == [(5.0, 1), (40.0, 2), (130.0, 1)]
     assert rescales(SPANS, 10, 200) == 2
-    assert rescales(SPANS, 0, 100) == 2  # the first executor's start is a change too
+    assert rescales(SPANS, 0, 100) == 1  # the first executor's start is no rescale
+    assert rescales(SPANS, 100, 200) == 1
+
+
+def test_the_first_executor_registering_late_is_no_rescale() -> None:
+    """Dynamic allocation's first executor may register after the query started."""
+    spans = [ExecutorSpan("0", 25.0, None), ExecutorSpan("1", 31.0, 250.0)]
+    assert rescales(spans, 0, 300) == 2  # 1 → 2 and 2 → 1, not 0 → 1
     assert max_executors(SPANS, 10, 200) == 2
     assert max_executors(SPANS, 140, 200) == 1
 
