@@ -35,7 +35,7 @@ from streamscale.kafka.offsets import TopicPartition
 from streamscale.pipelines import hits as codec
 from streamscale.pipelines.query import stop_between_batches
 from streamscale.pipelines.topics import ENRICHMENT, GAME_SESSIONS, pipeline_topics
-from streamscale.settings import Settings
+from streamscale.settings import LOCALITY_WAIT_PROCESS, STATE_LOCALITY_WAIT, Settings
 
 LEAN_JVM = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=96m -XX:MaxMetaspaceSize=256m"
 """JVM options of the demo's driver and executors: less memory than G1's defaults."""
@@ -70,6 +70,45 @@ LEAN_DAEMON = ("-Xmn24m",)
 BROKER_HEAP = "256m"
 """Heap of the demo's broker (Kafka's start scripts give 1 GB, the embedded broker 512 MB):
 the demo's topics live in the page cache, not on the heap."""
+
+STREAMSCALE = "streamscale"
+SPARK_DYNAMIC = "spark-dynamic"
+SCALERS = (STREAMSCALE, SPARK_DYNAMIC)
+"""Who scales the executors: streamscale's autoscaler, or Spark's own dynamic allocation
+(``benchmarks/dynamic_allocation.py`` runs both on the same query and load)."""
+
+DYNAMIC_ALLOCATION_PREFIX = "spark.dynamicAllocation."
+
+
+def dynamic_allocation_conf(
+    min_executors: int, max_executors: int, overrides: Sequence[tuple[str, str]] = ()
+) -> dict[str, str]:
+    """Spark's dynamic allocation as a user enables it on standalone without an external
+    shuffle service: on, with shuffle tracking (Spark 4's default, said here: the docs ask
+    for it), the same executor bounds as the autoscaler's, Spark's defaults otherwise
+    (``schedulerBacklogTimeout`` 1 s, ``sustainedSchedulerBacklogTimeout`` 1 s,
+    ``executorIdleTimeout`` 60 s, ``shuffleTracking.timeout`` infinite); ``overrides``
+    (``spark.dynamicAllocation.*`` keys only) change them.
+
+    The process locality wait is what the autoscaler's actuator sets once a stateful query
+    runs (:data:`~streamscale.settings.STATE_LOCALITY_WAIT`): the two sessions then differ
+    only in who scales, not in where a state partition's task waits to run."""
+    conf = {
+        "spark.dynamicAllocation.enabled": "true",
+        "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+        "spark.dynamicAllocation.minExecutors": str(min_executors),
+        "spark.dynamicAllocation.maxExecutors": str(max_executors),
+        LOCALITY_WAIT_PROCESS: STATE_LOCALITY_WAIT,
+    }
+    for key, value in overrides:
+        if not key.startswith(DYNAMIC_ALLOCATION_PREFIX) or key.endswith(".enabled"):
+            raise DemoError(
+                f"{key!r} is not a setting of Spark's dynamic allocation to change "
+                f"(a {DYNAMIC_ALLOCATION_PREFIX}* key other than an .enabled one)"
+            )
+        conf[key] = value
+    return conf
+
 
 SENTINEL_MACHINE = "000000"
 """A machine id the generator never draws (ids are 100000-999999): its frame closes sessions."""
@@ -170,6 +209,16 @@ class DemoOptions:
     """A secured broker (SASL_SSL, SCRAM-SHA-512, ACLs: ``broker start --secure``): topics,
     load and read-back as its admin, the pipeline, its group commits, lag reads and autoscaler
     as its pipeline principal, granted only its topics, groups and transactional ids."""
+    scaler: str = STREAMSCALE
+    """Who scales the executors (:data:`SCALERS`): with ``spark-dynamic``, Spark's dynamic
+    allocation (:func:`dynamic_allocation_conf`) and no autoscaler; the lag is measured the
+    same way."""
+    dynamic_allocation: tuple[tuple[str, str], ...] = ()
+    """``spark-dynamic``: ``spark.dynamicAllocation.*`` settings changed from Spark's defaults."""
+    run_for_s: float | None = None
+    """Seconds from the pipeline's start after which the run stops, whatever its story (no
+    early end once settled, no going on when slow): the common window of runs compared.
+    None: the story decides (:func:`story_goes_on`)."""
 
     def phases(self) -> list[Phase]:
         if self.profile:
@@ -340,6 +389,13 @@ def preflight(options: DemoOptions) -> None:
         raise DemoError(f"unknown delivery {options.delivery!r}: at-least-once or exactly-once")
     if options.duration_s < 30:
         raise DemoError("--duration must be at least 30 seconds")
+    if options.scaler not in SCALERS:
+        raise DemoError(f"unknown scaler {options.scaler!r}: {' or '.join(SCALERS)}")
+    if options.dynamic_allocation and options.scaler != SPARK_DYNAMIC:
+        raise DemoError(f"dynamic allocation settings need the {SPARK_DYNAMIC} scaler")
+    dynamic_allocation_conf(1, 1, options.dynamic_allocation)
+    if options.run_for_s is not None and options.run_for_s <= 0:
+        raise DemoError("the run's window must be positive")
     options.phases()
     AutoscaleOptions(min_executors=options.min_executors, max_executors=options.max_executors)
     options.report_dir.mkdir(parents=True, exist_ok=True)
@@ -387,6 +443,9 @@ def run_demo(options: DemoOptions, *, console: Any = None) -> dict[str, Any]:
             "metrics_url": outcome.metrics_url,
             "executor_tasks": outcome.executor_tasks,
             "too_slow_at_s": outcome.too_slow_at_s,
+            "scaler": options.scaler,
+            "dynamic_allocation": dict(options.dynamic_allocation),
+            **_window_figures(points, outcome),
         },
     )
     report.write_report(options.report_dir, points, outcome.decisions, summary, start_epoch=began)
@@ -407,6 +466,25 @@ class Outcome:
     """The reference output: sessions by window, or the purchases read back."""
     too_slow_at_s: float | None = None
     """When the run passed its budget and went on (:func:`story_goes_on`); None within it."""
+    window: tuple[float, float] | None = None
+    """The run's window on its time axis: from the pipeline's start to the last sample."""
+    executor_spans: list[Any] = field(default_factory=list)
+    """Every executor of the application (:class:`~.comparison.ExecutorSpan`) at the end of
+    the window, as Spark's status store lists them."""
+    placements: list[Any] = field(default_factory=list)
+    """The state placement sampled during the window (:class:`~.comparison.PlacementSample`)."""
+
+
+def _window_figures(points: Sequence[Any], outcome: Outcome) -> dict[str, Any]:
+    """The run's window in the figures that compare scalers (:mod:`.comparison`), keyed
+    ``window``: the same rule whoever scaled."""
+    from streamscale.experiment import comparison
+
+    if outcome.window is None:
+        return {}
+    start, end = outcome.window
+    found = comparison.figures(points, outcome.executor_spans, outcome.placements, start, end)
+    return {"window": {"start_s": round(start, 3), **found.as_dict()}}
 
 
 def _experiment(
@@ -420,7 +498,9 @@ def _experiment(
 ) -> Outcome:
     from streamscale import cluster
     from streamscale.autoscale.actuator import SparkActuator
+    from streamscale.autoscale.state_placement import SparkStateReader
     from streamscale.experiment import report
+    from streamscale.experiment.comparison import PlacementSample
     from streamscale.lag import start_monitor
     from streamscale.pipelines.runner import make_pipeline, trigger_for
     from streamscale.spark import session
@@ -474,6 +554,11 @@ def _experiment(
         "spark.executor.extraJavaOptions": f"{LEAN_JVM} {LEAN_EXECUTOR}",
         **LEAN_STATE,
     }
+    dynamic = options.scaler == SPARK_DYNAMIC
+    if dynamic:
+        conf |= dynamic_allocation_conf(
+            options.min_executors, options.max_executors, options.dynamic_allocation
+        )
     spark = session(
         settings,
         app_name="streamscale-demo",
@@ -488,27 +573,39 @@ def _experiment(
 
     pipeline = make_pipeline(options.pipeline, settings, str(data_dir / "checkpoints" / "demo"))
     decisions: list[Any] = []
-    autoscale = AutoscaleOptions(
-        policy=options.policy,
-        min_executors=options.min_executors,
-        max_executors=options.max_executors,
-        interval_s=options.control_interval_s,
-        stabilization_window_s=options.stabilization_window_s,
-        decision_log=options.report_dir / "decisions.jsonl",
-    )
-    controller = start_autoscaler(
-        spark,
-        pipeline.name,
-        monitor.tracker,
-        autoscale,
-        settings=settings,
-        on_decision=decisions.append,
-    )
-    stack.callback(controller.stop)
+    listed = StatusExecutors(spark, began)
+    controller: Any = None
+    actuator: Any = None
+    if not dynamic:
+        autoscale = AutoscaleOptions(
+            policy=options.policy,
+            min_executors=options.min_executors,
+            max_executors=options.max_executors,
+            interval_s=options.control_interval_s,
+            stabilization_window_s=options.stabilization_window_s,
+            decision_log=options.report_dir / "decisions.jsonl",
+        )
+        controller = start_autoscaler(
+            spark,
+            pipeline.name,
+            monitor.tracker,
+            autoscale,
+            settings=settings,
+            on_decision=decisions.append,
+        )
+        stack.callback(controller.stop)
+        actuator = SparkActuator(spark)
     warm = threading.Thread(target=_warm_up, args=(spark,), name="warm-up", daemon=True)
     warm.start()  # the executor's Python workers start while the query is planned
-    say(f"autoscaler on ({options.policy} policy), {controller.actuator.running()} executor(s)")
+    if dynamic:
+        changed = ", ".join(f"{k}={v}" for k, v in options.dynamic_allocation) or "its defaults"
+        say(f"Spark's dynamic allocation on ({changed}), {listed.running()} executor(s)")
+    else:
+        say(f"autoscaler on ({options.policy} policy), {controller.actuator.running()} executor(s)")
     query = pipeline.start(spark, trigger_for(settings, available_now=False))
+    started_s = time.time() - began
+    placement = SparkStateReader(spark)
+    placements: list[Any] = []
     load_text = ", ".join(p.describe() for p in options.phases())
     say(f"pipeline {pipeline.name} started, reading with {pipeline.source}; load: {load_text}")
     stack.callback(_stop_query, query)
@@ -532,18 +629,22 @@ def _experiment(
         "read_committed" if options.delivery == "exactly-once" else None,
     )
     reference = Reference(lambda: _reference(options, staging, reader))
-    actuator = SparkActuator(spark)
     view = report.LiveView(console, start_epoch=began)
     slow_since: float | None = None
+    run_id = str(query.runId)
     with view:
         while True:
-            where = story_goes_on(
-                points,
-                state.done.is_set(),
-                time.time() - began,
-                options.duration_s,
-                options.min_executors,
-            )
+            elapsed = time.time() - began
+            if options.run_for_s is not None:
+                where = "stop" if elapsed >= started_s + options.run_for_s else "run"
+            else:
+                where = story_goes_on(
+                    points,
+                    state.done.is_set(),
+                    elapsed,
+                    options.duration_s,
+                    options.min_executors,
+                )
             if where == "stop":
                 break
             if where == "slow" and slow_since is None:
@@ -564,17 +665,28 @@ def _experiment(
             if first_processed is None and _processed_any(snap):
                 first_processed = now - began
                 state.pipeline_ready.set()
-            target = controller.target
-            executors = actuator.executors()
-            running = len(executors)
-            for executor in executors:
-                tasks[executor.id] = max(tasks.get(executor.id, 0), executor.total_tasks)
+            if actuator is not None:
+                target = controller.target
+                executors = actuator.executors()
+                running = len(executors)
+                for executor in executors:
+                    tasks[executor.id] = max(tasks.get(executor.id, 0), executor.total_tasks)
+            else:
+                target, running = None, listed.running()
             point = report.point_from_snapshot(snap, now - began, target, running, max_age_s=30)
             points.append(point)
+            with contextlib.suppress(Exception):  # a batch in flight: the next sample has it
+                where_now = placement.placement(run_id)
+                if where_now:
+                    placements.append(PlacementSample(now - began, where_now))
             if _settled(points, state, options):
                 reference.start()  # input complete, caught up, executors given back
             view.update(point, decisions)
             time.sleep(max(0.0, 1.0 - (time.time() - now)))
+    window = (started_s, points[-1].t if points else time.time() - began)
+    spans = listed.spans()
+    if actuator is None:
+        tasks = listed.tasks()
     stop_load.set()
     load.join(timeout=60)
     close = _closing_frame(options, staging, state)
@@ -586,8 +698,10 @@ def _experiment(
 
     outputs, expected = reference.result()
     _await_output(admin, outputs, len(expected), options.partitions, lag)
-    _await_costs(controller, decisions, COST_WAIT_INTERVALS * options.control_interval_s, close)
-    controller.stop()
+    if controller is not None:
+        interval = options.control_interval_s
+        _await_costs(controller, decisions, COST_WAIT_INTERVALS * interval, close)
+        controller.stop()
     return Outcome(
         tasks,
         settings,
@@ -598,7 +712,54 @@ def _experiment(
         reader,
         expected,
         None if slow_since is None else round(slow_since, 1),
+        window,
+        spans,
+        placements,
     )
+
+
+class StatusExecutors:
+    """The application's executors as Spark's status store lists them, the driver left out:
+    the same view whoever scales (the autoscaler's actuator refuses a session with dynamic
+    allocation on). The store keeps the last ``spark.ui.retainedDeadExecutors`` (100) removed
+    ones. Times are seconds since ``began``."""
+
+    def __init__(self, spark: Any, began: float) -> None:
+        self._sc = spark.sparkContext
+        self._began = began
+
+    def _summaries(self) -> list[Any]:
+        jvm: Any = self._sc._jvm
+        listed = self._sc._jsc.sc().statusStore().executorList(False)
+        return [
+            s
+            for s in jvm.scala.jdk.javaapi.CollectionConverters.asJava(listed)
+            if str(s.id()) != "driver"
+        ]
+
+    def spans(self) -> list[Any]:
+        """Every executor with when it was added and removed (:class:`~.comparison.
+        ExecutorSpan`)."""
+        from streamscale.experiment.comparison import ExecutorSpan
+
+        out = []
+        for s in self._summaries():
+            removed = s.removeTime()
+            out.append(
+                ExecutorSpan(
+                    str(s.id()),
+                    s.addTime().getTime() / 1000.0 - self._began,
+                    removed.get().getTime() / 1000.0 - self._began if removed.isDefined() else None,
+                )
+            )
+        return out
+
+    def running(self) -> int:
+        return sum(1 for s in self._summaries() if bool(s.isActive()))
+
+    def tasks(self) -> dict[str, int]:
+        """Tasks each executor ran, by id."""
+        return {str(s.id()): int(s.totalTasks()) for s in self._summaries()}
 
 
 COST_WAIT_INTERVALS = 6
