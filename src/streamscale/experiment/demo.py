@@ -472,7 +472,8 @@ class Outcome:
     """Every executor of the application (:class:`~.comparison.ExecutorSpan`) at the end of
     the window, as Spark's status store lists them."""
     placements: list[Any] = field(default_factory=list)
-    """The state placement sampled during the window (:class:`~.comparison.PlacementSample`)."""
+    """The state placement sampled each second of a compared window (``run_for_s``,
+    :class:`~.comparison.PlacementSample`); empty in a demo that tells its story."""
 
 
 def _window_figures(points: Sequence[Any], outcome: Outcome) -> dict[str, Any]:
@@ -675,10 +676,11 @@ def _experiment(
                 target, running = None, listed.running()
             point = report.point_from_snapshot(snap, now - began, target, running, max_age_s=30)
             points.append(point)
-            with contextlib.suppress(Exception):  # a batch in flight: the next sample has it
-                where_now = placement.placement(run_id)
-                if where_now:
-                    placements.append(PlacementSample(now - began, where_now))
+            if options.run_for_s is not None:  # a compared window: where the state ran
+                with contextlib.suppress(Exception):  # a batch in flight: the next sample has it
+                    where_now = placement.placement(run_id)
+                    if where_now:
+                        placements.append(PlacementSample(now - began, where_now))
             if _settled(points, state, options):
                 reference.start()  # input complete, caught up, executors given back
             view.update(point, decisions)
