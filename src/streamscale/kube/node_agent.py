@@ -91,10 +91,13 @@ def image_entrypoint() -> list[str]:
 
 def image_env() -> dict[str, str]:
     """The environment the project's image sets (deploy/docker/Dockerfile): its virtualenv
-    first on ``PATH``, ``PYSPARK_PYTHON`` that Python; and ``JAVA_HOME`` if this host has one."""
+    first on ``PATH``, ``PYSPARK_PYTHON`` that Python; and ``JAVA_HOME`` if this host has one.
+    ``PYTHONPATH``: the source tree of the ``streamscale`` package this agent runs, so that
+    its pods run the same checkout (the virtualenv may have another installed)."""
     venv_bin = str(Path(sys.executable).parent)
     env = {
         "PATH": f"{venv_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         "PYSPARK_PYTHON": sys.executable,
         "LANG": "C.UTF-8",
     }
