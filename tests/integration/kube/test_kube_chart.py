@@ -452,7 +452,7 @@ def attached(
     values_file.write_text(yaml.safe_dump(values))
     tool(
         kube, "helm", "install", ATTACHED, str(CHART), "--namespace", NAMESPACE,
-        "--values", str(values_file),
+        "--create-namespace", "--values", str(values_file),
     )  # fmt: skip
     try:
         yield Attached(bootstrap, output, decision_log, ui_port)
