@@ -363,8 +363,10 @@ SOURCE = "lines"
 LINES = 24_000
 """The backlog: 12 s of the job's work for one executor, over the lag policy's 10,000 records
 an executor: the autoscaler asks for the second."""
-SPREAD_LINES = 8_000
-"""Sent once the second executor registered: batches on both, the state spread over them."""
+SPREAD_LINES = 12_000
+"""Sent when the autoscaler asks for the second executor: the backlog lasts until it has
+registered (its pod's start, 10-30 s here), so batches run on both and the state spreads;
+sent after the registration instead, it came after the scale-in on a loaded machine."""
 AFTER_IN_LINES = 4_000
 """Sent after the scale-in: the removed executor's state partitions run on the one left."""
 AFTER_KILL_LINES = 4_000
@@ -421,7 +423,7 @@ def attached(
             "maxExecutors": 2,
             "policy": "lag",
             "intervalSeconds": 2,
-            "windowSeconds": 6,
+            "windowSeconds": 8,
         },
         "spark": {
             "master": f"k8s://{kube.server}",
@@ -555,6 +557,7 @@ def test_an_unmodified_job_attached_on_kubernetes_scales_spreads_state_and_survi
     )
     up = wait(lambda: applied("up"), "the scale-out decision", timeout_s=ATTACH_TIMEOUT_S)[0]
     assert (up["running"], up["desired"]) == (1, 2), up
+    fill(attached.bootstrap, SOURCE, LINES, LINES + SPREAD_LINES)
     pods_out = wait(
         lambda: len(wordcount_executors(core)) == 2 and wordcount_executors(core),
         "two executor pods",
@@ -568,7 +571,6 @@ def test_an_unmodified_job_attached_on_kubernetes_scales_spreads_state_and_survi
     executors = wait(registered_executors, "two executors registered")
     added = max(executors, key=lambda e: spark_time(e["addTime"]))
     registered = spark_time(added["addTime"]) - float(up["time"])
-    fill(attached.bootstrap, SOURCE, LINES, LINES + SPREAD_LINES)
     down = wait(lambda: applied("down"), "the scale-in decision", timeout_s=ATTACH_TIMEOUT_S)[0]
     assert (down["running"], down["desired"]) == (2, 1) and len(down["killed"]) == 1, down
     victim = str(down["killed"][0])
