@@ -26,7 +26,8 @@ What it does as a kubelet does:
   SIGKILL, the terminated status, then the final delete with grace 0.
 
 What it does not do (and a kubelet does): images (every image is this checkout's install:
-its virtualenv on ``PATH``, a container without ``command`` runs the project image's
+its virtualenv on ``PATH``, its source tree on ``PYTHONPATH``, a container without
+``command`` runs the project image's
 entrypoint, :mod:`.entrypoint`, which stands in for Spark's ``entrypoint.sh``); cgroups (no
 CPU or memory limit is enforced: requests count for scheduling only); networking (every pod
 shares the host's network namespace: pod IP and host IP are 127.0.0.1, so ports are the

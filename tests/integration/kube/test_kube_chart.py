@@ -11,7 +11,14 @@ kube-apiserver: real admission, RBAC enforced), with the node agent running the 
   the executors a scale-in chose have their pods deleted; the output read back from the
   topic holds every input record;
 - an executor pod deleted from outside is reported lost with Spark's reason and replaced by
-  Spark's pod allocator, and the output still holds every input.
+  Spark's pod allocator, and the output still holds every input;
+- ``mode: attach`` (one install, after the enrichment's release is uninstalled): a user's
+  unmodified word count (a stateful aggregation) under ``streamscale attach`` scales out
+  1 → 2 and in 2 → 1 on executor pods; its state partitions run on both pods after the
+  scale-out and on the one left after the scale-in (Spark's status store, through the
+  driver's REST API); an executor's process SIGKILLed inside its pod is reported by the pod's
+  status as a kubelet would (terminated, exit code 137) and lost with Spark's reason, and is
+  replaced; the counts in the output topic are exact.
 """
 
 from __future__ import annotations
