@@ -444,7 +444,7 @@ class Controller:
         ]
         measured: list[ScaleCost] = []
         for event in list(self._events):
-            cost = measure(event, batches)
+            cost = measure(event, batches, known=self._known_capacity)
             if cost is None:
                 if self.clock() - event.time_s > EVENT_MAX_AGE_S:
                     self._events.remove(event)  # no steady fit, or no batch ran: unmeasured

@@ -140,11 +140,21 @@ change was decided on a lower bound of the capacity (fixed cost unknown)."""
 
 
 def measure(
-    event: ScaleEvent, batches: Sequence[BatchCost], window: int = WINDOW, settle: int = SETTLE
+    event: ScaleEvent,
+    batches: Sequence[BatchCost],
+    window: int = WINDOW,
+    settle: int = SETTLE,
+    known: Capacity | None = None,
 ) -> ScaleCost | None:
     """The cost of ``event`` once ``window`` batches started after it (for executors lost,
     ran after it: the batch in flight first); None before that, or when there was no steady
     fit to measure against (a pause is never made up).
+
+    ``known``: the capacity known now, when the event's batches have run, measured against
+    when the event's own is unknown: a change decided before any fit formed (the ``lag``
+    policy's first scale-out on a backlog whose batches all ran at the batch limit, from
+    which no fixed cost is fitted) is measured once a later decision knows one, rather than
+    never.
 
     A change decided on a lower bound of the capacity (:attr:`.CapacityMethod.LOWER_BOUND`:
     the rate of batches at the limit, their fixed cost taken as 0) waits for ``settle`` more
@@ -154,6 +164,8 @@ def measure(
     store, about 3 s a batch whatever its size)."""
     after = sorted((b for b in batches if _after(event, b)), key=lambda b: b.started_s)
     capacity = event.capacity
+    if not capacity.known and known is not None:
+        capacity = known
     if len(after) < window or not capacity.known:
         return None
     assert capacity.rate is not None and capacity.fixed_cost_s is not None

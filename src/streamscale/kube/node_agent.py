@@ -26,7 +26,8 @@ What it does as a kubelet does:
   SIGKILL, the terminated status, then the final delete with grace 0.
 
 What it does not do (and a kubelet does): images (every image is this checkout's install:
-its virtualenv on ``PATH``, a container without ``command`` runs the project image's
+its virtualenv on ``PATH``, its source tree on ``PYTHONPATH``, a container without
+``command`` runs the project image's
 entrypoint, :mod:`.entrypoint`, which stands in for Spark's ``entrypoint.sh``); cgroups (no
 CPU or memory limit is enforced: requests count for scheduling only); networking (every pod
 shares the host's network namespace: pod IP and host IP are 127.0.0.1, so ports are the
@@ -91,10 +92,13 @@ def image_entrypoint() -> list[str]:
 
 def image_env() -> dict[str, str]:
     """The environment the project's image sets (deploy/docker/Dockerfile): its virtualenv
-    first on ``PATH``, ``PYSPARK_PYTHON`` that Python; and ``JAVA_HOME`` if this host has one."""
+    first on ``PATH``, ``PYSPARK_PYTHON`` that Python; and ``JAVA_HOME`` if this host has one.
+    ``PYTHONPATH``: the source tree of the ``streamscale`` package this agent runs, so that
+    its pods run the same checkout (the virtualenv may have another installed)."""
     venv_bin = str(Path(sys.executable).parent)
     env = {
         "PATH": f"{venv_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         "PYSPARK_PYTHON": sys.executable,
         "LANG": "C.UTF-8",
     }

@@ -14,12 +14,12 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from wordcount import JOB, PARTITIONS, counts, expected, fill
 
 from streamscale import processes
 from streamscale.settings import Settings
@@ -27,50 +27,11 @@ from streamscale.settings import Settings
 pytestmark = pytest.mark.integration
 
 JOBS = Path(__file__).parent / "jobs"
-PARTITIONS = 4
 LINES = 40_000
 WORK_S = 0.0005
 """Per-line work of the job: 2,000 lines/s an executor at most, so the backlog takes one
 executor 20 s or more, and the autoscaler adds the second."""
 TIMEOUT_S = 420.0  # about 2 minutes on an idle 2-core machine
-
-
-def line(i: int) -> str:
-    return f"w{i % 97} v{i % 89}"
-
-
-def expected() -> dict[str, int]:
-    return dict(Counter(word for i in range(LINES) for word in line(i).split()))
-
-
-def fill(bootstrap: str, topic: str) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all"})
-    for i in range(LINES):
-        for _ in range(100):  # a full local queue drains as the broker acknowledges
-            try:
-                producer.produce(topic, value=line(i).encode(), partition=i % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.1)
-        producer.poll(0)
-    assert producer.flush(30) == 0
-
-
-def counts(settings: Settings, topic: str) -> dict[str, int]:
-    """The latest count of every word in the output topic (update mode: one row per word a
-    batch changed; a word's rows are all in one partition, in order)."""
-    from streamscale.kafka.admin import KafkaAdmin
-
-    admin = KafkaAdmin(settings.kafka_config(), timeout_s=15)
-    try:
-        latest: dict[str, int] = {}
-        for m in admin.read_all(topic, PARTITIONS):
-            latest[m.key().decode()] = int(m.value().decode())
-        return latest
-    finally:
-        admin.close()
 
 
 def applied(log: Path) -> list[dict[str, Any]]:
@@ -94,7 +55,7 @@ def test_attach_runs_an_unmodified_job_and_scales_it_out_and_in(
 ) -> None:
     source = topic_factory(partitions=PARTITIONS, prefix="attach-lines")
     output = topic_factory(partitions=PARTITIONS, prefix="attach-counts")
-    fill(settings.bootstrap_servers, source)
+    fill(settings.bootstrap_servers, source, 0, LINES)
     log = tmp_path / "decisions.jsonl"
     argv = [
         sys.executable,
@@ -115,7 +76,7 @@ def test_attach_runs_an_unmodified_job_and_scales_it_out_and_in(
         str(tmp_path / "run"),
         "--",
         sys.executable,
-        str(JOBS / "structured_kafka_wordcount.py"),
+        str(JOB),
         settings.bootstrap_servers,
         source,
         output,
@@ -148,8 +109,9 @@ def test_attach_runs_an_unmodified_job_and_scales_it_out_and_in(
             metrics = page.read().decode()
         assert f'topic="{source}"' in metrics, metrics[:2000]
         wait_for("the scale-in", lambda: len(applied(log)) >= 2, deadline, launcher)
-        want = expected()
-        wait_for("the exact counts", lambda: counts(settings, output) == want, deadline, launcher)
+        want = expected(LINES)
+        bootstrap = settings.bootstrap_servers
+        wait_for("the exact counts", lambda: counts(bootstrap, output) == want, deadline, launcher)
         seen.update(processes.descendants(launcher.pid))
         print(f"scaled out and in, counts exact after {time.monotonic() - began:.0f} s")
     finally:

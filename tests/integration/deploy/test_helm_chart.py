@@ -369,7 +369,24 @@ def test_run_mode_runs_the_cli_with_options_it_has(render: Render) -> None:
 
 
 def test_attach_mode_runs_the_users_job(render: Render) -> None:
+    """By default the job runs unmodified under ``streamscale attach`` with the chart's
+    master, bounds and metrics port; ``attach.launcher: false`` runs a job that calls
+    ``streamscale.attach`` itself as it is."""
     container = driver_container(render(ATTACH))
+    assert container["command"] == ["streamscale"]
+    args = container["args"]
+    assert args[0] == "attach"
+    split = args.index("--")
+    assert args[split + 1 :] == ["python", "/opt/job/job.py", "--topic", "orders"]
+    pairs = dict(zip(args[1:split:2], args[2:split:2], strict=True))
+    assert pairs["--master"] == "k8s://https://kubernetes.default.svc:443"
+    assert pairs["--max-executors"] == "8" and pairs["--metrics-port"] == "9464"
+    extra = {**ATTACH, "attach": {**ATTACH["attach"], "extraArgs": ["--decision-log", "/d"]}}
+    assert driver_container(render(extra))["args"][split : split + 3] == [
+        "--decision-log", "/d", "--",
+    ]  # fmt: skip
+    own = {**ATTACH, "attach": {**ATTACH["attach"], "launcher": False}}
+    container = driver_container(render(own))
     assert container["command"] == ["python", "/opt/job/job.py"]
     assert container["args"] == ["--topic", "orders"]
 

@@ -11,7 +11,14 @@ kube-apiserver: real admission, RBAC enforced), with the node agent running the 
   the executors a scale-in chose have their pods deleted; the output read back from the
   topic holds every input record;
 - an executor pod deleted from outside is reported lost with Spark's reason and replaced by
-  Spark's pod allocator, and the output still holds every input.
+  Spark's pod allocator, and the output still holds every input;
+- ``mode: attach`` (one install, after the enrichment's release is uninstalled): a user's
+  unmodified word count (a stateful aggregation) under ``streamscale attach`` scales out
+  1 → 2 and in 2 → 1 on executor pods; its state partitions run on both pods after the
+  scale-out and on the one left after the scale-in (Spark's status store, through the
+  driver's REST API); an executor's process SIGKILLed inside its pod is reported by the pod's
+  status as a kubelet would (terminated, exit code 137) and lost with Spark's reason, and is
+  replaced; the counts in the output topic are exact.
 """
 
 from __future__ import annotations
@@ -353,3 +360,307 @@ def test_an_executor_pod_deleted_from_outside_is_reported_lost_and_replaced(
     count, keys = topic_keys(release.bootstrap, "achats-enrichis", total, timeout_s=300.0)
     assert keys == inputs, f"{len(inputs - keys)} purchases missing from the output"
     assert count >= total
+
+
+# --------------------------------------------------------------------------- mode: attach
+
+ATTACHED = "wordcount"
+"""The release of the user's word count (``mode: attach``)."""
+SOURCE = "lines"
+LINES = 24_000
+"""The backlog: 12 s of the job's work for one executor, over the lag policy's 10,000 records
+an executor: the autoscaler asks for the second."""
+SPREAD_LINES = 12_000
+"""Sent when the autoscaler asks for the second executor: the backlog lasts until it has
+registered (its pod's start, 10-30 s here), so batches run on both and the state spreads;
+sent after the registration instead, it came after the scale-in on a loaded machine."""
+AFTER_IN_LINES = 4_000
+"""Sent after the scale-in: the removed executor's state partitions run on the one left."""
+AFTER_KILL_LINES = 4_000
+"""Sent after the executor's process is killed: they run on its replacement."""
+WORK_S = 0.0005  # per line: 2,000 lines/s an executor at most
+ATTACH_TIMEOUT_S = 600.0  # about 2 minutes when the machine is not shared
+
+
+@dataclass
+class Attached:
+    """The installed word count and what the test reads of it."""
+
+    bootstrap: str
+    output: str
+    decision_log: Path
+    ui_port: int
+
+
+@pytest.fixture(scope="module")
+def attached(
+    kube: cp.ControlPlane, kafka: embedded.Broker, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Attached]:
+    """The user's unmodified word count installed with ``mode: attach`` (launcher on, the
+    chart's default), after the enrichment's release is uninstalled: its driver and executor
+    pods would share the machine's two cores with this one's."""
+    from wordcount import JOB, PARTITIONS, fill
+
+    from streamscale.kafka.admin import KafkaAdmin, TopicSpec
+
+    tool(kube, "helm", "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", check=False)
+    work = tmp_path_factory.mktemp("kube-attach")
+    bootstrap = kafka.bootstrap
+    source, output = SOURCE, "counts"
+    admin = KafkaAdmin({"bootstrap.servers": bootstrap}, timeout_s=15)
+    try:
+        admin.apply(TopicSpec(n, PARTITIONS, replication_factor=1) for n in (source, output))
+    finally:
+        admin.close()
+    fill(bootstrap, source, 0, LINES)
+    decision_log = work / "decisions.jsonl"
+    ui_port, driver_port, block_port, metrics_port = processes.free_ports(4)
+    values = {
+        "mode": "attach",
+        "image": {"repository": "streamscale", "tag": "local"},
+        "checkpoint": {"dir": str(work / "checkpoint")},
+        "kafka": {"bootstrapServers": bootstrap},
+        "attach": {
+            "command": ["python", str(JOB)],
+            "args": [bootstrap, source, output, str(work / "checkpoint"), str(WORK_S)],
+            "extraArgs": ["--decision-log", str(decision_log)],
+        },
+        "autoscale": {
+            "minExecutors": 1,
+            "maxExecutors": 2,
+            "policy": "lag",
+            "intervalSeconds": 2,
+            "windowSeconds": 8,
+        },
+        "spark": {
+            "master": f"k8s://{kube.server}",
+            "driverAddress": "podIP",
+            "driverPort": driver_port,
+            "blockManagerPort": block_port,
+            "driverMemory": "768m",
+            "executor": {"memory": "512m", "requestCores": "100m"},
+            "deleteGracePeriod": "5s",
+            "conf": {
+                "spark.shuffle.readHostLocalDisk": "false",
+                # the job's state partitions: Spark's default 200 would make every batch 200
+                # tasks on one core
+                "spark.sql.shuffle.partitions": 4,
+                # Spark's UI (the job leaves it on): its REST API is where the test reads the
+                # state partitions' executors and the executors' registration times
+                "spark.ui.port": ui_port,
+            },
+        },
+        "metrics": {"port": metrics_port},
+        "env": [{"name": "STREAMSCALE_METRICS_HOST", "value": "127.0.0.1"}],
+        "driver": {
+            "resources": {"requests": {"cpu": "100m", "memory": "1Gi"}},
+            "terminationGracePeriodSeconds": 30,
+        },
+    }
+    values_file = work / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    tool(
+        kube, "helm", "install", ATTACHED, str(CHART), "--namespace", NAMESPACE,
+        "--create-namespace", "--values", str(values_file),
+    )  # fmt: skip
+    try:
+        yield Attached(bootstrap, output, decision_log, ui_port)
+    finally:
+        tool(kube, "helm", "uninstall", ATTACHED, "--namespace", NAMESPACE, "--wait", check=False)
+
+
+def spark_api(port: int, path: str) -> Any:
+    """An answer of the driver's Spark REST API (``/api/v1``), None while it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1{path}", timeout=10) as r:
+            return json.loads(r.read())
+    except (OSError, ValueError):
+        return None
+
+
+def spark_time(text: str) -> float:
+    """Seconds since the epoch of a time as Spark's REST API writes it (``...T06:40:01.123GMT``)."""
+    import datetime as dt
+
+    return dt.datetime.strptime(text.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
+def state_placements(port: int, app: str) -> list[tuple[float, dict[int, str]]]:
+    """(completion time, state partition → executor id) of every completed stage that ran the
+    word count's state store, oldest first: from Spark's status store, the stage that reads
+    the aggregation's shuffle (the only one here) runs one task per state partition, on the
+    executor that loads the partition (the placement :class:`~streamscale.autoscale.
+    state_placement.SparkStateReader` reads in the driver)."""
+    stages = spark_api(port, f"/applications/{app}/stages?status=complete&details=true") or []
+    out = []
+    for stage in sorted(stages, key=lambda s: (s["stageId"], s["attemptId"])):
+        if stage.get("shuffleReadBytes", 0) <= 0 or stage.get("shuffleWriteBytes", 0) > 0:
+            continue
+        tasks = [t for t in (stage.get("tasks") or {}).values() if t.get("status") == "SUCCESS"]
+        placed = {int(t.get("partitionId", t["index"])): str(t["executorId"]) for t in tasks}
+        out.append((spark_time(stage["completionTime"]), placed))
+    return out
+
+
+def wordcount_executors(core: Any) -> dict[str, Any]:
+    """Executor id → pod of the word count's executor pods not being deleted."""
+    return {
+        p.metadata.labels["spark-exec-id"]: p
+        for p in executor_pods(core)
+        if p.metadata.labels.get("app.kubernetes.io/instance") == ATTACHED
+    }
+
+
+def container_process(kube: cp.ControlPlane, pod: str) -> int:
+    """PID of the process the node agent runs for executor pod ``pod``'s container (the
+    executor's JVM: the agent's child, the entrypoint having exec'd it)."""
+    agent = processes.load(kube.data_dir, cp.NODE_PREFIX + cp.DEFAULT_NODE)
+    assert agent is not None and agent.alive()
+    children = processes.commands(processes.descendants(agent.pid))
+    found = [
+        pid
+        for pid, (parent, cmd) in children.items()
+        if parent == agent.pid and "KubernetesExecutorBackend" in cmd and f"--podName {pod}" in cmd
+    ]
+    assert len(found) == 1, children
+    return found[0]
+
+
+def test_an_unmodified_job_attached_on_kubernetes_scales_spreads_state_and_survives_a_kill(
+    kube: cp.ControlPlane, core: Any, attached: Attached
+) -> None:
+    """``mode: attach``: the user's word count (Spark's example, no import of streamscale), a
+    streaming aggregation with state, runs under ``streamscale attach`` in the driver pod;
+    Spark's Kubernetes backend creates its executor pods.
+
+    - the backlog makes the autoscaler ask for a second executor: its pod is created and
+      its executor registers; the state partitions then run on both executor pods (Spark's
+      status store: the stateful stage's tasks);
+    - the drain makes it scale in: the chosen executor's pod is deleted, the state partitions
+      it held (the decision log's ``removed``, read from the status store) run on the one
+      left, reloaded from the checkpoint;
+    - the remaining executor's process is killed with SIGKILL inside its pod (not a pod
+      delete): the pod's status says the container terminated with exit code 137 as a kubelet
+      reports it, the autoscaler reports the executor lost with Spark's reason (the exit
+      code), Spark's pod allocator replaces it;
+    - the counts read back from the output topic are exactly those of the input lines.
+
+    Request → registration of the scale-out's executor (the decision's time, Spark's
+    ``addTime``) is printed: what a pod start adds on Kubernetes (docs/how-to/kubernetes.md)."""
+    from wordcount import counts, expected, fill
+
+    began, began_epoch = time.monotonic(), time.time()
+    port, log = attached.ui_port, attached.decision_log
+
+    def applied(direction: str) -> list[dict[str, Any]]:
+        return [
+            d for d in decisions(log) if d["direction"] == direction and d["outcome"] == "applied"
+        ]
+
+    app = wait(
+        lambda: (spark_api(port, "/applications") or [{}])[0].get("id"),
+        "the job's Spark application",
+        timeout_s=ATTACH_TIMEOUT_S,
+    )
+    up = wait(lambda: applied("up"), "the scale-out decision", timeout_s=ATTACH_TIMEOUT_S)[0]
+    assert (up["running"], up["desired"]) == (1, 2), up
+    fill(attached.bootstrap, SOURCE, LINES, LINES + SPREAD_LINES)
+    pods_out = wait(
+        lambda: len(wordcount_executors(core)) == 2 and wordcount_executors(core),
+        "two executor pods",
+    )
+
+    def registered_executors() -> list[dict[str, Any]] | None:
+        found = spark_api(port, f"/applications/{app}/executors") or []
+        found = [e for e in found if e["id"] != "driver"]
+        return found if len(found) == 2 else None
+
+    executors = wait(registered_executors, "two executors registered")
+    added = max(executors, key=lambda e: spark_time(e["addTime"]))
+    registered = spark_time(added["addTime"]) - float(up["time"])
+    down = wait(lambda: applied("down"), "the scale-in decision", timeout_s=ATTACH_TIMEOUT_S)[0]
+    assert (down["running"], down["desired"]) == (2, 1) and len(down["killed"]) == 1, down
+    victim = str(down["killed"][0])
+    left = wait(
+        lambda: len(wordcount_executors(core)) == 1 and wordcount_executors(core),
+        "the scale-in's executor pod deleted",
+    )
+    assert victim not in left and victim in pods_out, (victim, left)
+    survivor = next(iter(left))
+    fill(attached.bootstrap, SOURCE, LINES + SPREAD_LINES, LINES + SPREAD_LINES + AFTER_IN_LINES)
+    so_far = LINES + SPREAD_LINES + AFTER_IN_LINES
+    wait(
+        lambda: counts(attached.bootstrap, attached.output) == expected(so_far),
+        "the counts after the scale-in",
+        timeout_s=ATTACH_TIMEOUT_S,
+    )
+    placements = state_placements(port, app)
+
+    # Spread: after the second executor registered, the state partitions ran on both pods.
+    after_out = [p for t, p in placements if t > spark_time(added["addTime"]) and t < down["time"]]
+    on_both = [p for p in after_out if set(p.values()) == set(pods_out)]
+    assert on_both, f"no stateful batch ran on both executors: {after_out}"
+    # Scale-in: the victim's partitions (as the autoscaler read them before the kill) ran on
+    # the survivor in the batches after it.
+    removed = {str(r[0]): int(r[2]) for r in down["removed"]}
+    before_in = [p for t, p in placements if t < down["time"]][-1]
+    held = sorted(k for k, e in before_in.items() if e == victim)
+    assert held and removed.get(victim, 0) > 0, (removed, before_in)
+    after_in = [p for t, p in placements if t > down["time"]]
+    assert after_in and all(after_in[-1][k] == survivor for k in held), after_in[-3:]
+
+    # An executor's process killed inside its pod.
+    pod = left[survivor].metadata.name
+    os.kill(container_process(kube, pod), 9)
+    from kubernetes import watch
+
+    terminated = None
+    stream = watch.Watch()
+    for event in stream.stream(
+        core.list_namespaced_pod,
+        NAMESPACE,
+        field_selector=f"metadata.name={pod}",
+        timeout_seconds=60,
+    ):
+        statuses = event["object"].status.container_statuses or []
+        if statuses and statuses[0].state.terminated is not None:
+            terminated = (event["object"].status.phase, statuses[0].state.terminated)
+            stream.stop()
+    assert terminated is not None, f"pod {pod}: no terminated container reported"
+    phase, state = terminated
+    assert (phase, state.exit_code, state.reason) == ("Failed", 137, "Error"), terminated
+    lost = wait(
+        lambda: [
+            reason
+            for d in decisions(log)
+            for gone, reason in d.get("lost") or ()
+            if str(gone) == survivor
+        ],
+        f"executor {survivor} reported lost",
+        timeout_s=120.0,
+    )
+    assert "137" in lost[0], lost
+    replaced = wait(
+        lambda: {
+            e: p
+            for e, p in wordcount_executors(core).items()
+            if e not in (survivor, victim) and p.status.phase == "Running"
+        },
+        "a replacement executor pod",
+        timeout_s=120.0,
+    )
+    fill(attached.bootstrap, SOURCE, so_far, so_far + AFTER_KILL_LINES)
+    total = so_far + AFTER_KILL_LINES
+    wait(
+        lambda: counts(attached.bootstrap, attached.output) == expected(total),
+        "the exact counts after the kill",
+        timeout_s=ATTACH_TIMEOUT_S,
+    )
+    print(
+        f"scale-out decided at +{up['time'] - began_epoch:.0f} s; executor {added['id']} "
+        f"registered "
+        f"{registered:.1f} s after the request; scale-in at +{down['time'] - began_epoch:.0f} s "
+        f"(executor {victim}, {len(held)} state partitions); executor {survivor} killed: "
+        f"{lost[0]!r}; replaced by {sorted(replaced)}; counts exact after "
+        f"{time.monotonic() - began:.0f} s"
+    )

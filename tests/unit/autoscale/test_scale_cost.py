@@ -125,6 +125,28 @@ def test_not_measured_before_the_window_or_without_a_fit() -> None:
     assert measure(ScaleEvent(10.0, 1, 2, UNKNOWN), [*two, batch(14, 3.0)]) is None
 
 
+@pytest.mark.parametrize(
+    ("own", "known", "pause"),
+    [
+        # decided before any fit (the lag policy on batches at the limit): the fit known when
+        # its batches have run measures it
+        (UNKNOWN, FIT, 3.0),
+        # its own fit wins over a later one
+        (FIT, replace(FIT, fixed_cost_s=2.0), 3.0),
+        # still none known: not measured (a pause is never made up)
+        (UNKNOWN, UNKNOWN, None),
+    ],
+)
+def test_a_change_decided_without_a_fit_is_measured_with_the_one_known_after(
+    own: Capacity, known: Capacity, pause: float | None
+) -> None:
+    batches = [batch(10, 4.5), batch(15, 1.5), batch(17, 1.5)]
+    cost = measure(ScaleEvent(10.0, 1, 2, own), batches, known=known)
+    assert (None if cost is None else cost.pause_s) == (
+        None if pause is None else pytest.approx(pause)
+    )
+
+
 def test_executors_lost_count_the_batch_in_flight_and_price_no_change() -> None:
     """A loss is measured from the batch that ran when the driver removed the executor (its
     tasks there ran again elsewhere); a change's measure leaves that batch out. The loss
@@ -493,3 +515,54 @@ def test_a_change_decided_without_a_fit_is_measured_against_the_last_known_capac
     record = controller.step()
     assert [(c["before"], c["after"]) for c in record.scale_costs] == [(2, 1)]
     assert float(record.scale_costs[0]["pause_s"]) == pytest.approx(3.0, abs=0.01)
+
+
+def test_a_change_decided_before_any_fit_is_measured_once_a_decision_knows_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``lag`` policy scales out on a backlog whose batches all run at the batch limit:
+    no fit, no capacity at the change. Its pause is measured with the fit a later decision
+    knows (the batches after the change, at other sizes, give one), not left unmeasured. The
+    policy is scripted: what is tested is the controller's bookkeeping."""
+    from streamscale.autoscale import controller as controller_module
+    from streamscale.autoscale.policy import Decision, Reason
+
+    known = Capacity(0.5, 1000.0, CapacityMethod.FIT, 6)
+    script = iter(
+        [
+            Decision(2, Reason.SCALE_UP_BACKLOG, 1, 2.0, UNKNOWN),
+            Decision(2, Reason.HOLD_STEADY, 2, 2.0, known),
+            Decision(2, Reason.HOLD_STEADY, 2, 2.0, known),
+        ]
+    )
+    monkeypatch.setattr(
+        controller_module, "decide", lambda config, state, obs: (next(script), state)
+    )
+    tracker = LagTracker()
+    clock = [1_000.0]
+    controller = Controller(
+        "q",
+        tracker,
+        FakeActuator(current=1, max_executors=2),
+        PolicyConfig(min_executors=1, max_executors=2),
+        interval_s=5,
+        decision_log=tmp_path / "d.jsonl",
+        clock=lambda: clock[0],
+    )
+    batch_id = 0
+
+    def feed(busy: float, records: int) -> None:
+        nonlocal batch_id
+        batch_id += 1
+        clock[0] += busy
+        stats = BatchStats(batch_id, clock[0], records, busy, busy)
+        tracker.ingest(ProgressSample("q", clock[0], (PartitionOffsets("in", 0, 0, 0),), stats))
+
+    feed(4.5, 4000)
+    assert controller.step().direction == "up"
+    for extra in (2.0, 0.0, 0.0):  # after the change: 0.5 s + 1000 records / 2 executors
+        feed(0.5 + 1000 / 2000 + extra, 1000)
+    assert controller.step().scale_costs == ()  # no fit known yet when this step measured
+    record = controller.step()
+    assert [(c["before"], c["after"]) for c in record.scale_costs] == [(1, 2)]
+    assert float(record.scale_costs[0]["pause_s"]) == pytest.approx(2.0, abs=0.01)
