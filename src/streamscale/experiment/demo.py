@@ -18,7 +18,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -259,6 +259,17 @@ PROGRESS_S = 60.0
 still being produced, or the lag is 0 and the executors are not back at the minimum yet (the
 scale-in is waiting out its window). Batches longer than the metrics' age limit leave gaps
 in the lag: two of these without any sample end the run."""
+
+
+def whole_load_seen(done_at: float | None, samples: Iterable[float]) -> bool:
+    """Whether the lag read now counts the whole load (pure): the load ended at ``done_at``
+    and at least two of the query's progress samples (their wall times) came after it.
+    Batches run one after another, so the second was planned after the load's last record
+    was written; a batch planned before reads end offsets short of it, and its lag of 0 says
+    nothing (on a slow machine the first batches can end after a short load)."""
+    if done_at is None:
+        return False
+    return sum(1 for t in set(samples) if t > done_at) >= 2
 
 
 def story_goes_on(
@@ -633,6 +644,8 @@ def _experiment(
     view = report.LiveView(console, start_epoch=began)
     slow_since: float | None = None
     run_id = str(query.runId)
+    done_at: float | None = None
+    samples: set[float] = set()
     with view:
         while True:
             elapsed = time.time() - began
@@ -641,7 +654,7 @@ def _experiment(
             else:
                 where = story_goes_on(
                     points,
-                    state.done.is_set(),
+                    whole_load_seen(done_at, samples),
                     elapsed,
                     options.duration_s,
                     options.min_executors,
@@ -663,6 +676,10 @@ def _experiment(
                 raise DemoError(f"the load generator failed: {state.error}")
             now = time.time()
             snap = monitor.tracker.snapshot(pipeline.name, now)
+            if done_at is None and state.done.is_set():
+                done_at = now
+            if snap is not None and snap.partitions:
+                samples.add(round(now - snap.age_s, 1))
             if first_processed is None and _processed_any(snap):
                 first_processed = now - began
                 state.pipeline_ready.set()

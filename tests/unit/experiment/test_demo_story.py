@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from streamscale.experiment.demo import PROGRESS_S, SETTLE_MAX_S, SETTLE_S, story_goes_on
+from streamscale.experiment.demo import (
+    PROGRESS_S,
+    SETTLE_MAX_S,
+    SETTLE_S,
+    story_goes_on,
+    whole_load_seen,
+)
 from streamscale.experiment.report import TimelinePoint
 
 D = 80.0
@@ -95,3 +101,20 @@ def test_progress_is_judged_over_its_window() -> None:
     # gaps in the lag (batches longer than the metrics' age limit) shorter than two windows
     gap = points((t - 2 * PROGRESS_S, 30_000, 2), (t - PROGRESS_S, 20_000, 2), (t, None, 2))
     assert story_goes_on(gap, True, t, D, 1) == "slow"
+
+
+@pytest.mark.parametrize(
+    ("done_at", "samples", "want"),
+    [
+        (None, [1.0, 2.0, 3.0], False),  # the load goes on
+        (10.0, [5.0, 9.9], False),  # every batch planned before its end
+        (10.0, [5.0, 12.0], False),  # one batch after: it may have been planned before
+        (10.0, [12.0, 12.0, 12.0], False),  # the same sample read three times
+        (10.0, [5.0, 12.0, 14.5], True),  # the second was planned after the load's end
+    ],
+)
+def test_whole_load_seen(done_at: float | None, samples: list[float], want: bool) -> None:
+    """A run whose first batches end after a short load read a lag of 0 from end offsets
+    taken before the burst (a fresh clone, 2026-11-28: the demo stopped at 100 s with 110,306
+    records behind): the story ends only on a lag read after the whole load."""
+    assert whole_load_seen(done_at, samples) is want
