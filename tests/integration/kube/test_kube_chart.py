@@ -23,6 +23,7 @@ kube-apiserver: real admission, RBAC enforced), with the node agent running the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import ssl
@@ -80,6 +81,24 @@ def tool(kube: cp.ControlPlane, name: str, *args: str, check: bool = True) -> st
     if check:
         assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip()
+
+
+@contextlib.contextmanager
+def installed(
+    kube: cp.ControlPlane, work: Path, name: str, values: dict[str, Any]
+) -> Iterator[None]:
+    """``helm install`` of the chart as ``name`` with ``values``, uninstalled (waited for)
+    whatever happens."""
+    values_file = work / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    tool(
+        kube, "helm", "install", name, str(CHART), "--namespace", NAMESPACE,
+        "--create-namespace", "--values", str(values_file),
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        tool(kube, "helm", "uninstall", name, "--namespace", NAMESPACE, "--wait", check=False)
 
 
 @dataclass
@@ -158,16 +177,8 @@ def release(
             "terminationGracePeriodSeconds": 30,
         },
     }
-    values_file = work / "values.yaml"
-    values_file.write_text(yaml.safe_dump(values))
-    tool(
-        kube, "helm", "install", RELEASE, str(CHART), "--namespace", NAMESPACE,
-        "--create-namespace", "--values", str(values_file),
-    )  # fmt: skip
-    try:
+    with installed(kube, work, RELEASE, values):
         yield Release(bootstrap, decision_log, f"{RELEASE}-streamscale")
-    finally:
-        tool(kube, "helm", "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", check=False)
 
 
 def token_for(core: Any, account: str, namespace: str) -> str:
@@ -457,16 +468,8 @@ def attached(
             "terminationGracePeriodSeconds": 30,
         },
     }
-    values_file = work / "values.yaml"
-    values_file.write_text(yaml.safe_dump(values))
-    tool(
-        kube, "helm", "install", ATTACHED, str(CHART), "--namespace", NAMESPACE,
-        "--create-namespace", "--values", str(values_file),
-    )  # fmt: skip
-    try:
+    with installed(kube, work, ATTACHED, values):
         yield Attached(bootstrap, output, decision_log, ui_port)
-    finally:
-        tool(kube, "helm", "uninstall", ATTACHED, "--namespace", NAMESPACE, "--wait", check=False)
 
 
 def spark_api(port: int, path: str) -> Any:

@@ -107,6 +107,16 @@ def run(settings: Settings, name: str, checkpoint: Path) -> dict[str, int]:
         SEEN.extend(lines)
 
 
+def refusal_line(settings: Settings, checkpoint: Path) -> str:
+    """The one line an enrichment run from ``checkpoint`` is refused with."""
+    with pytest.raises(AuthorizationError) as raised:
+        run(settings, "enrichment", checkpoint)
+    line = str(raised.value)
+    SEEN.append(line)
+    assert "\n" not in line
+    return line
+
+
 def resume_after_the_grant(settings: Settings, checkpoint: Path) -> None:
     """Run the enrichment again from ``checkpoint`` once a grant is made. ACLs reach every
     node through the metadata log: a run refused meanwhile commits nothing, and the next one
@@ -171,11 +181,7 @@ def test_a_transactional_id_it_may_not_use_stops_the_exactly_once_query_in_one_l
         secured, workdir, kafka_source="streamscale-kafka", delivery="exactly-once"
     )
     try:
-        with pytest.raises(AuthorizationError) as raised:
-            run(settings, "enrichment", checkpoint)
-        line = str(raised.value)
-        SEEN.append(line)
-        assert "\n" not in line
+        line = refusal_line(settings, checkpoint)
         assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in line and "grant WRITE" in line, line
         # Refused before any transaction began: nothing of the refused run is committed.
         refused = enrichment_reconciles(admin_settings, exactly_once=True)
@@ -198,11 +204,7 @@ def test_a_missing_write_acl_stops_the_query_in_one_line_and_it_resumes_after_th
     checkpoint = workdir / "enrichment-acl"
     settings = pipeline_settings(secured, workdir, kafka_source="kafka")
     try:
-        with pytest.raises(AuthorizationError) as raised:
-            run(settings, "enrichment", checkpoint)
-        line = str(raised.value)
-        SEEN.append(line)
-        assert "\n" not in line
+        line = refusal_line(settings, checkpoint)
         assert "TOPIC_AUTHORIZATION_FAILED on achats-enrichis: grant WRITE" in line, line
     finally:
         security.apply_grants(conf, [write])

@@ -538,30 +538,12 @@ def test_a_change_decided_before_any_fit_is_measured_once_a_decision_knows_one(
     monkeypatch.setattr(
         controller_module, "decide", lambda config, state, obs: (next(script), state)
     )
-    tracker = LagTracker()
-    clock = [1_000.0]
-    controller = Controller(
-        "q",
-        tracker,
-        FakeActuator(current=1, max_executors=2),
-        PolicyConfig(min_executors=1, max_executors=2),
-        interval_s=5,
-        decision_log=tmp_path / "d.jsonl",
-        clock=lambda: clock[0],
-    )
-    batch_id = 0
-
-    def feed(busy: float, records: int) -> None:
-        nonlocal batch_id
-        batch_id += 1
-        clock[0] += busy
-        stats = BatchStats(batch_id, clock[0], records, busy, busy)
-        tracker.ingest(ProgressSample("q", clock[0], (PartitionOffsets("in", 0, 0, 0),), stats))
-
-    feed(4.5, 4000)
+    fed = FedController(tmp_path / "d.jsonl")
+    controller = fed.controller
+    fed.feed(4.5, 4000, lag=0)
     assert controller.step().direction == "up"
     for extra in (2.0, 0.0, 0.0):  # after the change: 0.5 s + 1000 records / 2 executors
-        feed(0.5 + 1000 / 2000 + extra, 1000)
+        fed.feed(0.5 + 1000 / 2000 + extra, 1000, lag=0)
     assert controller.step().scale_costs == ()  # no fit known yet when this step measured
     record = controller.step()
     assert [(c["before"], c["after"]) for c in record.scale_costs] == [(1, 2)]
