@@ -51,8 +51,8 @@ ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "helm" / "streamscale"
 RELEASE = "orders"
 NAMESPACE = "streaming"
-PURCHASES = 30_000
-MORE = 8_000
+PURCHASES = 20_000
+MORE = 4_000
 """Purchases sent after an executor pod is deleted from outside: the batches after the loss."""
 PRODUCTS = 200
 MAX_EXECUTORS = 3
