@@ -160,6 +160,11 @@ class Actuator(Protocol):
         host cut off, a preempted pod), each once, with the cluster's reason."""
         ...
 
+    def registered_since(self, since_s: float) -> list[float]:
+        """When executors registered with the driver at or after ``since_s`` (seconds since
+        the epoch), those gone since included: what a scale-out's start is measured on."""
+        ...
+
 
 @dataclass(frozen=True)
 class Lost:
@@ -443,6 +448,18 @@ class SparkActuator:
             self._reported |= set(removed)
         return found
 
+    def registered_since(self, since_s: float) -> list[float]:
+        """Spark's ``addTime`` of every executor the status store lists (the last
+        ``spark.ui.retainedDeadExecutors`` gone ones included) at or after ``since_s``."""
+        found = []
+        for s in self._to_list(self._jsc.statusStore().executorList(False)):
+            if str(s.id()) == "driver":
+                continue
+            added = s.addTime().getTime() / 1000.0
+            if added >= since_s:
+                found.append(added)
+        return sorted(found)
+
     def running(self) -> int:
         if self._wait_to_set is not None and self._stateful_query_runs():
             self._set_conf(LOCALITY_WAIT_PROCESS, self._wait_to_set)
@@ -603,6 +620,10 @@ class FakeActuator:
     state: dict[str, LoadedState] = field(default_factory=dict)
     gone: list[Lost] = field(default_factory=list)
     """Executors lost and not yet reported by :meth:`lost` (:meth:`lose_executor`)."""
+    clock: Callable[[], float] = time.time
+    """When executors register (:meth:`registered_since`): the count rising in
+    :meth:`running` or :meth:`apply` registers the new ones at this clock's time."""
+    registered: list[float] = field(default_factory=list)
     _pending: int | None = None
     _countdown: int = 0
 
@@ -616,10 +637,18 @@ class FakeActuator:
         found, self.gone = tuple(self.gone), []
         return found
 
+    def registered_since(self, since_s: float) -> list[float]:
+        return [t for t in self.registered if t >= since_s]
+
+    def _set(self, count: int) -> None:
+        self.registered.extend([self.clock()] * max(0, count - self.current))
+        self.current = count
+
     def running(self) -> int:
         if self._pending is not None:
             if self._countdown <= 0:
-                self.current, self._pending = self._pending, None
+                self._set(self._pending)
+                self._pending = None
             else:
                 self._countdown -= 1
         return self.current
@@ -642,5 +671,5 @@ class FakeActuator:
         if self.delay_applies:
             self._pending, self._countdown = wanted, self.delay_applies
         else:
-            self.current = wanted
+            self._set(wanted)
         return ApplyResult(target, wanted, before, killed, removed=removed)

@@ -41,8 +41,10 @@ from streamscale.autoscale.scale_cost import (
     Price,
     ScaleCost,
     ScaleEvent,
+    executor_start,
     measure,
     price,
+    start_price,
 )
 from streamscale.errors import ConfigError
 from streamscale.lag.model import QuerySnapshot, state_partitions, state_size
@@ -138,6 +140,12 @@ class DecisionRecord:
     """The part of a change's pause this step priced that does not grow with the state: the
     mean of the last changes' measured (:attr:`.scale_cost.ScaleCost.base_s`), the configured
     one before any."""
+    executor_start_s: float | None = None
+    """A scale-out's start, measured at this step: seconds from its request until the last
+    executor it asked for registered with the driver (:func:`.scale_cost.executor_start`)."""
+    scale_up_delay_s: float | None = None
+    """The executor start this step priced a scale-out with: the configured one, or the
+    measured starts' median where slower (:func:`.scale_cost.start_price`)."""
     parallelism_bound: str | None = None
     """Which bound held: ``source tasks``, or ``state partitions`` (with the operator's
     name) when a stateful stage has fewer tasks than the source."""
@@ -320,6 +328,11 @@ class Controller:
         the batches measure none (a scale-in at lag 0 sees only small batches)."""
         self.costs: list[ScaleCost] = []
         """Every scale event's measured cost, oldest first."""
+        self.starts: list[float] = []
+        """Every scale-out's measured start (request to the last registration), oldest first."""
+        self._start_due: tuple[float, int] | None = None
+        """The last applied scale-out whose start is not measured yet: (request time,
+        executors it asked for)."""
         self.state_bytes = 0.0
         """The served queries' state size at the last step (their stateful operators' bytes,
         summed; 0: stateless or not reported): the next change's reload is priced for it."""
@@ -376,9 +389,19 @@ class Controller:
             sizes = [state_size(s.state_operators) for s in snapshots.values() if s is not None]
             self.state_bytes = float(sum(sizes))
             priced = self.price
-            config = replace(config, restart_pause_s=priced.base_s, state_reload_s=priced.reload_s)
+            started = self._started()
+            config = replace(
+                config,
+                restart_pause_s=priced.base_s,
+                state_reload_s=priced.reload_s,
+                scale_up_delay_s=start_price(self.starts, self.config.scale_up_delay_s),
+            )
             decision, self.state = decide(config, self.state, obs)
+            requested = self.clock()
             result = self._apply(decision, running)
+            if result is not None and result.ok:
+                more = decision.desired - running
+                self._start_due = (requested, more) if more > 0 else None
             if result is not None and result.ok and decision.desired != running:
                 capacity = decision.capacity or UNKNOWN_CAPACITY
                 if not capacity.known:
@@ -393,6 +416,11 @@ class Controller:
                 record = replace(record, scale_costs=tuple(c.as_dict() for c in measured))
             if lost:
                 record = replace(record, lost=tuple(g.as_tuple() for g in lost))
+            record = replace(
+                record,
+                executor_start_s=_round(started),
+                scale_up_delay_s=_round(config.scale_up_delay_s),
+            )
         self._emit(record, priced)
         return record
 
@@ -408,6 +436,24 @@ class Controller:
     def state_reload_s(self) -> float:
         """Seconds to reload the whole state elsewhere, priced into the next change."""
         return self.price.reload_s
+
+    def _started(self) -> float | None:
+        """The start of the last scale-out, once every executor it asked for registered
+        (kept in :attr:`starts`); None before, or with none due. One not complete within
+        :data:`EVENT_MAX_AGE_S` is dropped: its executors never came, or came too late to be
+        a start the next scale-out should wait for."""
+        if self._start_due is None:
+            return None
+        requested, wanted = self._start_due
+        took = executor_start(requested, wanted, self.actuator.registered_since(requested))
+        if took is not None and took <= EVENT_MAX_AGE_S:
+            self._start_due = None
+            self.starts.append(took)
+            log.info("%d executor(s) registered %.1f s after the scale-out's request", wanted, took)
+            return took
+        if took is not None or self.clock() - requested > EVENT_MAX_AGE_S:
+            self._start_due = None  # never came, or so late that it is no start to price
+        return None
 
     def _loss(self, lost: tuple[Lost, ...], running: int, now: float) -> ScaleEvent:
         """The scale event of executors lost: from the count the last step saw (or the one

@@ -20,7 +20,7 @@ measured and reported the same way, and priced into no change.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -247,6 +247,32 @@ def price(costs: Sequence[ScaleCost], base_s: float, state_bytes: float = 0.0) -
         state_bytes,
     )
     return Price(sum(c.base_s for c in recent) / len(recent), reload_s)
+
+
+START_WINDOW = 5
+"""Measured executor starts the next scale-out is priced with (:func:`start_price`)."""
+
+
+def executor_start(requested_s: float, wanted: int, registered_s: Iterable[float]) -> float | None:
+    """Seconds from a scale-out's request (at ``requested_s``, for ``wanted`` executors)
+    until the last of them registered with the driver: the ``wanted``-th registration at or
+    after the request (``registered_s``: registration times, seconds since the epoch); None
+    until that many have registered."""
+    after = sorted(t for t in registered_s if t >= requested_s)
+    if wanted < 1 or len(after) < wanted:
+        return None
+    return after[wanted - 1] - requested_s
+
+
+def start_price(measured: Sequence[float], configured_s: float) -> float:
+    """The executor start the next scale-out is priced with: the configured one (start
+    plus the first Python task, measured on standalone), or the median of the last
+    :data:`START_WINDOW` measured registrations where they are slower: a cluster whose pods
+    pull their image at start, or a machine too busy to start a JVM in that time. A start
+    measured faster than the configured one lowers nothing: the registration is not yet the
+    executor's first task."""
+    recent = list(measured)[-START_WINDOW:]
+    return max(configured_s, statistics.median(recent)) if recent else configured_s
 
 
 def reload_estimate(

@@ -1093,7 +1093,8 @@ def calibrate(records: Sequence[Mapping[str, Any]]) -> Calibration:
     (:func:`~streamscale.autoscale.capacity.fit`) on the batches of the executor count that ran
     the most (:func:`_calibration_fit`) — or, when those cannot be fitted, take the last fit the
     run's own controller recorded; measure the control interval and the
-    scale-up delay (to the control interval) where the log shows them.
+    scale-up delay where the log shows them (the controller's measured starts,
+    ``executor_start_s``; in a log without them, to the control interval).
 
     Raises ValueError when a record is not of that shape.
     """
@@ -1107,8 +1108,12 @@ def calibrate(records: Sequence[Mapping[str, Any]]) -> Calibration:
                 )
         times = [float(r["time"]) for r in ordered]
         pauses = tuple(ScaleCost.from_dict(c) for r in ordered for c in r.get("scale_costs") or ())
-        delays: list[float] = []
-        for i, record in enumerate(ordered):
+        # The controller's own measure (request to the last registration) where the log has
+        # it; else to the first step that saw the count, to the control interval.
+        delays = [
+            float(r["executor_start_s"]) for r in ordered if r.get("executor_start_s") is not None
+        ]
+        for i, record in enumerate(() if delays else ordered):
             if record.get("outcome") == "applied" and record.get("direction") == "up":
                 want = int(record["desired"])
                 for later in ordered[i + 1 :]:

@@ -43,8 +43,8 @@ def feed(
 
 def make(tmp_path: Path, **config: object) -> tuple[Controller, LagTracker, FakeActuator, Clock]:
     tracker = LagTracker()
-    actuator = FakeActuator(current=1, max_executors=2)
     clock = Clock()
+    actuator = FakeActuator(current=1, max_executors=2, clock=clock)
     policy = PolicyConfig(
         **{"min_executors": 1, "max_executors": 2, "stabilization_window_s": 30.0, **config}  # type: ignore[arg-type]
     )
@@ -378,3 +378,38 @@ def test_the_queries_own_trigger_and_batch_limit_size_the_capacity(
 ) -> None:
     config = with_limits(PolicyConfig(trigger_interval_s=1.0), limits)
     assert (config.trigger_interval_s, config.max_records_per_trigger) == (trigger_s, batch_limit)
+
+
+@pytest.mark.parametrize(
+    ("delay_applies", "expected_start"),
+    [
+        # the pod's start, 25 s (an image pulled): slower than the configured 13 s, priced
+        (4, 25.0),
+        # granted within the request: the configured 13 s stays the floor
+        (0, 0.0),
+    ],
+)
+def test_a_scale_out_s_start_is_measured_and_priced_where_slower(
+    tmp_path: Path, delay_applies: int, expected_start: float
+) -> None:
+    controller, tracker, actuator, clock = make(
+        tmp_path, kind=PolicyKind.LAG, lag_threshold=1000.0, warmup_batches=0
+    )
+    actuator.delay_applies = delay_applies  # steps (5 s each) before the executor registers
+    feed(tracker, clock.t, [50_000] * 4, [0] * 4, 1, busy=1.0)
+    first = controller.step()
+    assert (first.outcome, first.scale_up_delay_s, first.executor_start_s) == ("applied", 13, None)
+    records = []
+    for batch in range(2, 9):
+        clock.t += 5
+        feed(tracker, clock.t, [50_000] * 4, [0] * 4, batch, busy=1.0)
+        records.append(controller.step())
+    measured = [r.executor_start_s for r in records if r.executor_start_s is not None]
+    assert measured == [expected_start], [r.executor_start_s for r in records]
+    assert controller.starts == [expected_start]
+    after = next(i for i, r in enumerate(records) if r.executor_start_s is not None)
+    assert records[after].scale_up_delay_s == max(13.0, expected_start)
+    assert records[-1].scale_up_delay_s == max(13.0, expected_start)
+    # and ``simulate --calibrate`` takes the measured start from the log
+    lines = [json.loads(line) for line in (tmp_path / "decisions.jsonl").read_text().splitlines()]
+    assert simulator.calibrate(lines).start_delay_s == expected_start

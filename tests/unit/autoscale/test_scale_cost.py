@@ -18,11 +18,13 @@ from streamscale.autoscale.scale_cost import (
     Price,
     ScaleCost,
     ScaleEvent,
+    executor_start,
     measure,
     moved_share,
     pause_for,
     price,
     reload_estimate,
+    start_price,
 )
 from streamscale.lag.model import (
     BatchStats,
@@ -548,3 +550,47 @@ def test_a_change_decided_before_any_fit_is_measured_once_a_decision_knows_one(
     record = controller.step()
     assert [(c["before"], c["after"]) for c in record.scale_costs] == [(1, 2)]
     assert float(record.scale_costs[0]["pause_s"]) == pytest.approx(2.0, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    ("requested", "wanted", "registered", "expected"),
+    [
+        (100.0, 1, [], None),  # nothing registered yet
+        (100.0, 1, [99.0], None),  # registered before the request: not this scale-out's
+        (100.0, 1, [104.5], 4.5),
+        (100.0, 2, [104.5], None),  # one of two
+        (100.0, 2, [107.0, 104.5, 90.0], 7.0),  # the last of the two, whatever the order
+        (100.0, 0, [104.5], None),
+    ],
+)
+def test_an_executor_start_is_the_request_to_the_last_registration(
+    requested: float, wanted: int, registered: list[float], expected: float | None
+) -> None:
+    assert executor_start(requested, wanted, registered) == expected
+
+
+@pytest.mark.parametrize(
+    ("measured", "configured", "expected"),
+    [
+        ([], 13.0, 13.0),  # nothing measured: the configured start
+        ([4.1, 4.9], 13.0, 13.0),  # faster: the configured start stays the floor
+        ([30.0, 26.0, 28.0], 13.0, 28.0),  # image pulls: the median of the measured
+        ([60.0] * 10 + [20.0, 20.0, 21.0, 22.0, 20.0], 13.0, 20.0),  # the last five only
+    ],
+)
+def test_a_scale_out_is_priced_with_the_measured_start_where_slower(
+    measured: list[float], configured: float, expected: float
+) -> None:
+    assert start_price(measured, configured) == expected
+
+
+@given(
+    st.lists(st.floats(0, 600, allow_nan=False), max_size=20),
+    st.floats(0, 60, allow_nan=False),
+)
+def test_the_priced_start_is_never_below_the_configured_one(
+    measured: list[float], configured: float
+) -> None:
+    priced = start_price(measured, configured)
+    assert priced >= configured
+    assert priced <= max([configured, *measured])
