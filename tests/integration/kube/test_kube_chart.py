@@ -143,8 +143,8 @@ def release(
             "minExecutors": 1,
             "maxExecutors": MAX_EXECUTORS,
             "policy": "lag",
-            "intervalSeconds": 5,
-            "windowSeconds": 20,
+            "intervalSeconds": 3,
+            "windowSeconds": 10,
         },
         "run": {
             "extraArgs": [
