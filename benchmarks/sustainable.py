@@ -154,6 +154,21 @@ class Pipe:
         return 1.0
 
 
+BATCH_PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
+
+
+def batch_line(progress: Any) -> str:
+    """One micro-batch as ``--log-batches`` prints it: its id, input rows, the trigger's
+    wall time and Spark's phases within it (``durationMs``), ms."""
+    durations = dict(progress.durationMs or {})
+    total = durations.get("triggerExecution", 0)
+    phases = " ".join(f"{k} {durations[k]}" for k in BATCH_PHASES if k in durations)
+    return (
+        f"batch {progress.batchId}: {progress.numInputRows:,} rows in {total} ms "
+        f"({phases}) [{time.strftime('%H:%M:%S')}]"
+    )
+
+
 class SparkEngine:
     """A pipeline on Spark, started again for each step with the bound's batching; counts
     the input records of its finished batches (a query listener)."""
@@ -162,7 +177,13 @@ class SparkEngine:
     rss_kinds = SPARK_RSS_KINDS
 
     def __init__(
-        self, spark: Any, settings: Settings, pipe: Pipe, source: KafkaSource, checkpoint: Path
+        self,
+        spark: Any,
+        settings: Settings,
+        pipe: Pipe,
+        source: KafkaSource,
+        checkpoint: Path,
+        log_batches: bool = False,
     ) -> None:
         from pyspark.sql.streaming import StreamingQueryListener
 
@@ -171,6 +192,7 @@ class SparkEngine:
         self.query: Any = None
         self.current: Any = None
         self.read = 0
+        self.log_batches = log_batches
         engine = self
 
         class Listener(StreamingQueryListener):  # type: ignore[misc]
@@ -181,6 +203,8 @@ class SparkEngine:
                 current = engine.current
                 if current is not None and not engine.pipe.enrichment:
                     engine.read += int(event.progress.numInputRows)
+                if engine.log_batches:
+                    print("    " + batch_line(event.progress), flush=True)
 
             def onQueryIdle(self, event: Any) -> None:
                 pass
@@ -605,7 +629,12 @@ def spark_searches(
             # One checkpoint for every bound: each step starts the query again with its own
             # trigger and batch limit.
             engine = SparkEngine(
-                spark, bench.settings, pipe, SPARK_SOURCES[name], tmp / f"ckpt-{name}"
+                spark,
+                bench.settings,
+                pipe,
+                SPARK_SOURCES[name],
+                tmp / f"ckpt-{name}",
+                bench.args.log_batches,
             )
             try:
                 engine.prime()
@@ -757,6 +786,11 @@ def main() -> None:
     parser.add_argument("--master", default="local[4]")
     parser.add_argument(
         "--shuffle-partitions", type=int, help="state partitions (default: the pipeline's)"
+    )
+    parser.add_argument(
+        "--log-batches",
+        action="store_true",
+        help="print each Spark micro-batch: rows, trigger time and Spark's phases (durationMs)",
     )
     ks.add_app_arguments(parser)
     args = parser.parse_args()
