@@ -193,6 +193,8 @@ class SparkEngine:
         self.current: Any = None
         self.read = 0
         self.log_batches = log_batches
+        self.batches: list[tuple[int, dict[str, int]]] = []
+        """The step's micro-batches with input: rows and Spark's phases (``durationMs``)."""
         engine = self
 
         class Listener(StreamingQueryListener):  # type: ignore[misc]
@@ -203,6 +205,10 @@ class SparkEngine:
                 current = engine.current
                 if current is not None and not engine.pipe.enrichment:
                     engine.read += int(event.progress.numInputRows)
+                if current is not None and int(event.progress.numInputRows):
+                    engine.batches.append(
+                        (int(event.progress.numInputRows), dict(event.progress.durationMs or {}))
+                    )
                 if engine.log_batches:
                     print("    " + batch_line(event.progress), flush=True)
 
@@ -230,6 +236,7 @@ class SparkEngine:
             raise RuntimeError(str(query.exception()))
 
     def before_step(self, rate: float, bound_s: float) -> str:
+        self.batches = []
         batching = ss.spark_batching(bound_s, rate)
         self.query = self.pipeline(batching.max_offsets).start(self.spark, batching.trigger)
         return f"trigger {batching.trigger_s:g} s, maxOffsetsPerTrigger {batching.max_offsets:,}"
@@ -245,6 +252,25 @@ class SparkEngine:
         if self.query is not None:
             self.query.stop()
             self.query = None
+
+    def batch_summary(self) -> str:
+        """The step's micro-batches in one line: how many, rows, and the median of each of
+        Spark's phases (ms); ``addBatch`` is the batch's own work, the others its fixed cost."""
+        if not self.batches:
+            return ""
+        rows = [n for n, _ in self.batches]
+        med = {
+            k: statistics.median(d.get(k, 0) for _, d in self.batches)
+            for k in ("triggerExecution", *BATCH_PHASES)
+        }
+        work_s = sum(d.get("addBatch", 0) for _, d in self.batches) / 1000
+        return (
+            f"{len(rows)} batches of median {statistics.median(rows):,.0f} rows; median ms: "
+            + ", ".join(f"{k} {v:,.0f}" for k, v in med.items())
+            + f"; {sum(rows) / work_s:,.0f} rows/s within addBatch"
+            if work_s
+            else ""
+        )
 
     def close(self) -> None:
         self.after_step()
@@ -272,6 +298,9 @@ class KafkaStreamsEngine:
     def after_step(self) -> None:
         pass
 
+    def batch_summary(self) -> str:
+        return ""
+
     def close(self) -> None:
         self.app.stop()
 
@@ -293,6 +322,7 @@ class Measured:
     config: str
     cut_short: str = ""
     duplicates: int = 0
+    batches: str = ""  # Spark: its micro-batches over the step (SparkEngine.batch_summary)
 
 
 class Bench:
@@ -402,6 +432,7 @@ class Bench:
             self.drain(engine, pipe, curves)
         finally:
             engine.after_step()
+        batches = engine.batch_summary()
         duplicates = 0
         if pipe.enrichment:
             latencies, unanswered, duplicates = self.latencies(pipe.topics, window)
@@ -429,6 +460,7 @@ class Bench:
             config,
             cut,
             duplicates,
+            batches,
         )
 
     def drain(
@@ -535,6 +567,8 @@ def run_search(
         v = ss.verdict(m.step, criteria)
         steps.append((m, v))
         show_step(name, bound_s, m, v)
+        if m.batches:
+            print(f"    micro-batches: {m.batches}", flush=True)
         return v.sustained
 
     try:
