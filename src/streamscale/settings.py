@@ -124,12 +124,6 @@ class Settings(BaseSettings):
         "ids and a marker per batch; readers must set isolation.level=read_committed)",
     )
 
-    enrichment_writer: Literal["connector", "python"] = Field(
-        "connector",
-        description="How the enrichment writes its output at-least-once: Spark's Kafka sink "
-        "in the JVM (connector) or the project's producer in the Python workers (python)",
-    )
-
     # Topics
     replication_factor: int | None = Field(
         None, ge=1, description="Topic replication factor (default: min(3, brokers))"

@@ -45,15 +45,10 @@ repartition topic). One query reads both topics (two Kafka sources, one checkpoi
    per product of a batch it appends the batch's versions (log order), folds at the
    watermark, names the batch's purchases by the as-of rule above and writes the entry back
    only if it changed. JVM code only: no Python call per key;
-3. ``foreachBatch`` writes the named purchases to ``achats-enrichis``: at-least-once, by
-   default all in the JVM, their JSON records concatenated by Spark SQL
-   (:func:`output_value`, byte for byte :func:`.purchase_batches.output`) and written by
-   Spark's Kafka sink (:func:`write_with_connector`; their counts observed into the
-   batch's progress); with ``enrichment_writer=python``, or exactly-once, a second
-   ``mapInArrow`` builds them in the Python workers (:class:`WriteTask`) and writes them
-   with the project's producer (exactly-once: it yields them to the JVM's transactional
-   writer, below). The JVM path spares the batch a second JVM-to-Python round trip
-   (docs/sustainable.md, the profile).
+3. ``foreachBatch`` runs a second ``mapInArrow`` over the named purchases
+   (:func:`.purchase_batches.output`: the JSON records joined column-wise) that writes them
+   to ``achats-enrichis`` with the project's producer, on the executors (exactly-once: it
+   yields them to the JVM's transactional writer, below).
 
 The driver keeps nothing between batches; it reads no checkpoint file of its own. Chosen by
 measurement (``docs/scaling.md``): PySpark's ``applyInPandasWithState`` over the same shuffle
@@ -108,9 +103,6 @@ OPERATOR: Final = "io.streamscale.operators.ReferentialTable"
 """The table operator's class (``jvm/operators/src``, built into ``jvm/lib/operators``)."""
 OBSERVED: Final = "enrichment-tasks"
 """Name of the observed metric that gathers the parse tasks' counts into the batch's progress."""
-WRITTEN: Final = "enrichment-written"
-"""Name of the observed metric that counts the purchases written through Spark's Kafka sink
-(``enriched``, ``unknown``) into the batch's progress."""
 EVENT_TIME: Final = "event_time"
 PURCHASE: Final = "p"
 VERSION: Final = "r"
@@ -347,44 +339,6 @@ class WriteTask:
         yield pa.RecordBatch.from_pydict({"counts": [json.dumps(out.counts)]})
 
 
-def output_value() -> Any:
-    """The output record's JSON built in the JVM from the named purchases' columns, byte for
-    byte :func:`.purchase_batches.output`'s: ``{"id":<id text>,"name":<name JSON or "REF
-    INCONNUE">,"price":<price text>}``."""
-    from pyspark.sql import functions as F
-
-    from streamscale.pipelines.purchase_batches import REF_UNKNOWN
-
-    return F.concat(
-        F.lit('{"id":'),
-        F.col("id_text"),
-        F.lit(',"name":'),
-        F.coalesce(F.col("name"), F.lit(json.dumps(REF_UNKNOWN))),
-        F.lit(',"price":'),
-        F.col("price"),
-        F.lit("}"),
-    ).cast("binary")
-
-
-def write_with_connector(named: DataFrame, topic: str, kafka_options: Mapping[str, str]) -> None:
-    """Step 3 at-least-once, all in the JVM: the named purchases' records
-    (:func:`output_value`, keyed by the purchase key) written by Spark's Kafka sink
-    (``format("kafka")``, the Java producer: ``acks=all``, idempotent, the same murmur2
-    partitioner as the project's producer). No Python worker sees the rows: measured cheaper
-    than :class:`WriteTask`'s Arrow round trip (docs/sustainable.md). Their counts come
-    with the batch's progress (:data:`WRITTEN`, observed in :meth:`Enrichment.stream`)."""
-    from pyspark.sql import functions as F
-
-    options = {k: v for k, v in kafka_options.items() if k.startswith("kafka.")}
-    (
-        named.select(F.col("key"), output_value().alias("value"))
-        .write.format("kafka")
-        .options(**options)
-        .option("topic", topic)
-        .save()
-    )
-
-
 def table_operator(rows: DataFrame) -> DataFrame:
     """Step 2 of the module doc: ``rows`` (:data:`KEYED_SCHEMA` less the counts, with the
     watermark) through the JVM table operator; the named purchases ``key, id_text, price,
@@ -539,20 +493,7 @@ class Enrichment(ForeachBatchQuery):
             .withColumn(EVENT_TIME, F.timestamp_millis(stamp))
             .withWatermark(EVENT_TIME, f"{delay_ms} milliseconds")
         )
-        named = table_operator(timed)
-        if self.writes_with_connector:
-            named = named.observe(
-                WRITTEN,
-                F.count(F.lit(1)).alias("enriched"),
-                F.count_if(F.col("name").isNull()).alias("unknown"),
-            )
-        return named
-
-    @property
-    def writes_with_connector(self) -> bool:
-        """Whether the output goes through Spark's Kafka sink (:func:`write_with_connector`)."""
-        s = self.settings
-        return s.delivery == "at-least-once" and s.enrichment_writer == "connector"
+        return table_operator(timed)
 
     def process_batch(self, batch: DataFrame, batch_id: int) -> None:
         """Write the batch's named purchases (module doc, step 3, on the executors)."""
@@ -564,13 +505,10 @@ class Enrichment(ForeachBatchQuery):
             rows = batch.mapInArrow(WriteTask(self.topics.output, None), tx.JVM_ROWS)
             for _, text in tx.write_in_jvm(rows, s.kafka_options(), s.kafka_config(), "write"):
                 counts.add(json.loads(text))
-        elif s.enrichment_writer == "python":
+        else:
             task = WriteTask(self.topics.output, s.sink_options("write"))
             for row in batch.mapInArrow(task, "counts STRING").collect():
                 counts.add(json.loads(row["counts"]))
-        else:  # counted in the batch's progress (WRITTEN)
-            write_with_connector(batch, self.topics.output, s.kafka_options())
-            return
         self.counts[batch_id] = {"enriched": counts.enriched, "unknown": counts.unknown}
 
     def counts_of(self, batch_id: int) -> dict[str, int]:
@@ -586,6 +524,4 @@ class Enrichment(ForeachBatchQuery):
         observed = (data.get("observedMetrics") or {}).get(OBSERVED) or {}
         for text in observed.get("tasks") or []:
             counts.add(json.loads(text))
-        written = (data.get("observedMetrics") or {}).get(WRITTEN) or {}
-        counts.add({k: int(written.get(k) or 0) for k in ("enriched", "unknown")})
         return counts.as_dict()
