@@ -5,7 +5,7 @@
         [--bound 5,30] [--products 10000] [--machines 1000] [--start 10000] [--factor 2]
         [--precision 0.15] [--max-steps 6] [--warmup-s 20] [--steady-s 60] [--drain-s 300]
         [--runs 1] [--generators 1] [--master local[4]] [--shuffle-partitions N]
-        [--threads 2] [--log-dir DIR]
+        [--threads 2] [--log-dir DIR] [--engine-warmup-s 0] [--log-batches]
 
 For each engine, the highest input rate it *sustains*: over at least ``--steady-s`` seconds
 of steady input after ``--warmup-s`` of warm-up, its backlog does not grow and the p99 of its
@@ -463,6 +463,34 @@ class Bench:
             batches,
         )
 
+    def warm_up(self, name: str, engine: Engine, pipe: Pipe) -> None:
+        """Run the engine at ``--start`` for ``--engine-warmup-s`` before its first step,
+        unmeasured, and let it drain: a JVM's first minutes go to its JIT compiler (measured:
+        30-36 % of Spark's JVM CPU 2-4 minutes after its start), which no steady state has."""
+        seconds = self.args.engine_warmup_s
+        if seconds <= 0:
+            return
+        t0 = time.time()
+        rate = self.args.start
+        config = engine.before_step(rate, max(self.args.bounds))
+        gens = [
+            self.generator(pipe, rate / self.args.generators, seconds)
+            for _ in range(self.args.generators)
+        ]
+        try:
+            for gen in gens:
+                gen.wait(seconds + 60)
+            self.drain(engine, pipe, ([], []))
+        finally:
+            for gen in gens:
+                processes.stop_pid(gen.pid)
+            engine.after_step()
+        print(
+            f"{name}: warmed up at {rate:,.0f}/s for {seconds:g} s ({config}), drained "
+            f"after {time.time() - t0:.0f} s [{load()}]",
+            flush=True,
+        )
+
     def drain(
         self, engine: Engine, pipe: Pipe, curves: tuple[list[ss.LagPoint], list[ss.LagPoint]]
     ) -> None:
@@ -672,6 +700,7 @@ def spark_searches(
             )
             try:
                 engine.prime()
+                bench.warm_up(name, engine, pipe)
                 for bound in bench.args.bounds:
                     measure = functools.partial(bench.measure, engine, pipe, bound_s=bound)
                     results.append(run_search(name, bound, measure, plan, bench.args))
@@ -715,6 +744,7 @@ def kstreams_searches(bench: Bench, plan: ss.SearchPlan, tmp: Path) -> list[Resu
         ):
             raise EngineStuckError("Kafka Streams did not start")
         print(f"kstreams: running, {app.count('referential'):,} referential records", flush=True)
+        bench.warm_up("kstreams", engine, pipe)
         cache: dict[float, Measured] = {}
         widest = max(args.bounds)
 
@@ -806,14 +836,21 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=6)
     parser.add_argument("--floor", type=float, default=500.0, help="lowest rate tried")
     parser.add_argument("--warmup-s", type=float, default=20.0)
+    parser.add_argument(
+        "--engine-warmup-s",
+        type=float,
+        default=0.0,
+        help="run each engine at --start for this long before its first step, unmeasured "
+        "(its JVM's JIT warm-up)",
+    )
     parser.add_argument("--steady-s", type=float, default=60.0)
     parser.add_argument("--sample-s", type=float, default=0.5)
     parser.add_argument(
         "--generators",
         type=int,
         default=1,
-        help="generator processes, each at rate / N (one Python producer tops out at about "
-        "35,000 purchases/s beside an engine on 2 cores)",
+        help="generator processes, each at rate / N (one Python producer costs about 4-8 µs "
+        "of CPU per purchase: it shares the engine's cores)",
     )
     parser.add_argument("--drain-s", type=float, default=300.0)
     parser.add_argument("--runs", type=int, default=1)
