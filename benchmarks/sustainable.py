@@ -93,6 +93,8 @@ import cpu_use
 import kstreams as ks
 from kafka_fill import LOG_APPEND, PARTITIONS, SEED, create_topics, produce_all
 from streamscale import processes
+from streamscale.autoscale import capacity
+from streamscale.autoscale.capacity import BatchSample
 from streamscale.experiment import sustainable as ss
 from streamscale.generate import game_frames, referential
 from streamscale.kafka import broker as embedded
@@ -195,6 +197,8 @@ class SparkEngine:
         self.log_batches = log_batches
         self.batches: list[tuple[int, dict[str, int]]] = []
         """The step's micro-batches with input: rows and Spark's phases (``durationMs``)."""
+        self.samples: list[BatchSample] = []
+        """Every micro-batch with input since the start: rows and the trigger's time."""
         engine = self
 
         class Listener(StreamingQueryListener):  # type: ignore[misc]
@@ -206,8 +210,13 @@ class SparkEngine:
                 if current is not None and not engine.pipe.enrichment:
                     engine.read += int(event.progress.numInputRows)
                 if current is not None and int(event.progress.numInputRows):
-                    engine.batches.append(
-                        (int(event.progress.numInputRows), dict(event.progress.durationMs or {}))
+                    durations = dict(event.progress.durationMs or {})
+                    engine.batches.append((int(event.progress.numInputRows), durations))
+                    engine.samples.append(
+                        BatchSample(
+                            int(event.progress.numInputRows),
+                            durations.get("triggerExecution", 0) / 1000,
+                        )
                     )
                 if engine.log_batches:
                     print("    " + batch_line(event.progress), flush=True)
@@ -270,6 +279,19 @@ class SparkEngine:
             + f"; {sum(rows) / work_s:,.0f} rows/s within addBatch"
             if work_s
             else ""
+        )
+
+    def capacity_line(self) -> str:
+        """The batches' fixed cost and per-record rate, fitted as the autoscaler fits them
+        (:func:`streamscale.autoscale.capacity.fit`, the whole ``local[N]`` as one executor)."""
+        fitted = capacity.fit(self.samples, executors_now=1, tasks_cap=1)
+        if not fitted.known:
+            return f"capacity unknown over {fitted.batches} batches ({fitted.note})"
+        assert fitted.rate is not None and fitted.fixed_cost_s is not None
+        return (
+            f"a batch costs {fitted.fixed_cost_s:.2f} s + {1e6 / fitted.rate:.1f} µs per record "
+            f"({fitted.rate:,.0f} records/s once the fixed cost is paid; {fitted.note}, "
+            f"{fitted.batches} batches)"
         )
 
     def close(self) -> None:
@@ -707,6 +729,7 @@ def spark_searches(
                     if results[-1].stuck:  # a backlog left behind: no other bound on it
                         break
             finally:
+                print(f"{name}: {engine.capacity_line()}", flush=True)
                 engine.close()
     finally:
         stop_session(spark)
