@@ -5,7 +5,7 @@
         [--bound 5,30] [--products 10000] [--machines 1000] [--start 10000] [--factor 2]
         [--precision 0.15] [--max-steps 6] [--warmup-s 20] [--steady-s 60] [--drain-s 300]
         [--runs 1] [--generators 1] [--master local[4]] [--shuffle-partitions N]
-        [--threads 2] [--log-dir DIR]
+        [--threads 2] [--log-dir DIR] [--engine-warmup-s 0] [--log-batches]
 
 For each engine, the highest input rate it *sustains*: over at least ``--steady-s`` seconds
 of steady input after ``--warmup-s`` of warm-up, its backlog does not grow and the p99 of its
@@ -93,6 +93,8 @@ import cpu_use
 import kstreams as ks
 from kafka_fill import LOG_APPEND, PARTITIONS, SEED, create_topics, produce_all
 from streamscale import processes
+from streamscale.autoscale import capacity
+from streamscale.autoscale.capacity import BatchSample
 from streamscale.experiment import sustainable as ss
 from streamscale.generate import game_frames, referential
 from streamscale.kafka import broker as embedded
@@ -154,6 +156,21 @@ class Pipe:
         return 1.0
 
 
+BATCH_PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
+
+
+def batch_line(progress: Any) -> str:
+    """One micro-batch as ``--log-batches`` prints it: its id, input rows, the trigger's
+    wall time and Spark's phases within it (``durationMs``), ms."""
+    durations = dict(progress.durationMs or {})
+    total = durations.get("triggerExecution", 0)
+    phases = " ".join(f"{k} {durations[k]}" for k in BATCH_PHASES if k in durations)
+    return (
+        f"batch {progress.batchId}: {progress.numInputRows:,} rows in {total} ms "
+        f"({phases}) [{time.strftime('%H:%M:%S')}]"
+    )
+
+
 class SparkEngine:
     """A pipeline on Spark, started again for each step with the bound's batching; counts
     the input records of its finished batches (a query listener)."""
@@ -162,7 +179,13 @@ class SparkEngine:
     rss_kinds = SPARK_RSS_KINDS
 
     def __init__(
-        self, spark: Any, settings: Settings, pipe: Pipe, source: KafkaSource, checkpoint: Path
+        self,
+        spark: Any,
+        settings: Settings,
+        pipe: Pipe,
+        source: KafkaSource,
+        checkpoint: Path,
+        log_batches: bool = False,
     ) -> None:
         from pyspark.sql.streaming import StreamingQueryListener
 
@@ -171,6 +194,11 @@ class SparkEngine:
         self.query: Any = None
         self.current: Any = None
         self.read = 0
+        self.log_batches = log_batches
+        self.batches: list[tuple[int, dict[str, int]]] = []
+        """The step's micro-batches with input: rows and Spark's phases (``durationMs``)."""
+        self.samples: list[BatchSample] = []
+        """Every micro-batch with input since the start: rows and the trigger's time."""
         engine = self
 
         class Listener(StreamingQueryListener):  # type: ignore[misc]
@@ -181,6 +209,17 @@ class SparkEngine:
                 current = engine.current
                 if current is not None and not engine.pipe.enrichment:
                     engine.read += int(event.progress.numInputRows)
+                if current is not None and int(event.progress.numInputRows):
+                    durations = dict(event.progress.durationMs or {})
+                    engine.batches.append((int(event.progress.numInputRows), durations))
+                    engine.samples.append(
+                        BatchSample(
+                            int(event.progress.numInputRows),
+                            durations.get("triggerExecution", 0) / 1000,
+                        )
+                    )
+                if engine.log_batches:
+                    print("    " + batch_line(event.progress), flush=True)
 
             def onQueryIdle(self, event: Any) -> None:
                 pass
@@ -206,6 +245,7 @@ class SparkEngine:
             raise RuntimeError(str(query.exception()))
 
     def before_step(self, rate: float, bound_s: float) -> str:
+        self.batches = []
         batching = ss.spark_batching(bound_s, rate)
         self.query = self.pipeline(batching.max_offsets).start(self.spark, batching.trigger)
         return f"trigger {batching.trigger_s:g} s, maxOffsetsPerTrigger {batching.max_offsets:,}"
@@ -221,6 +261,38 @@ class SparkEngine:
         if self.query is not None:
             self.query.stop()
             self.query = None
+
+    def batch_summary(self) -> str:
+        """The step's micro-batches in one line: how many, rows, and the median of each of
+        Spark's phases (ms); ``addBatch`` is the batch's own work, the others its fixed cost."""
+        if not self.batches:
+            return ""
+        rows = [n for n, _ in self.batches]
+        med = {
+            k: statistics.median(d.get(k, 0) for _, d in self.batches)
+            for k in ("triggerExecution", *BATCH_PHASES)
+        }
+        work_s = sum(d.get("addBatch", 0) for _, d in self.batches) / 1000
+        return (
+            f"{len(rows)} batches of median {statistics.median(rows):,.0f} rows; median ms: "
+            + ", ".join(f"{k} {v:,.0f}" for k, v in med.items())
+            + f"; {sum(rows) / work_s:,.0f} rows/s within addBatch"
+            if work_s
+            else ""
+        )
+
+    def capacity_line(self) -> str:
+        """The batches' fixed cost and per-record rate, fitted as the autoscaler fits them
+        (:func:`streamscale.autoscale.capacity.fit`, the whole ``local[N]`` as one executor)."""
+        fitted = capacity.fit(self.samples, executors_now=1, tasks_cap=1)
+        if not fitted.known:
+            return f"capacity unknown over {fitted.batches} batches ({fitted.note})"
+        assert fitted.rate is not None and fitted.fixed_cost_s is not None
+        return (
+            f"a batch costs {fitted.fixed_cost_s:.2f} s + {1e6 / fitted.rate:.1f} µs per record "
+            f"({fitted.rate:,.0f} records/s once the fixed cost is paid; {fitted.note}, "
+            f"{fitted.batches} batches)"
+        )
 
     def close(self) -> None:
         self.after_step()
@@ -248,6 +320,9 @@ class KafkaStreamsEngine:
     def after_step(self) -> None:
         pass
 
+    def batch_summary(self) -> str:
+        return ""
+
     def close(self) -> None:
         self.app.stop()
 
@@ -269,6 +344,7 @@ class Measured:
     config: str
     cut_short: str = ""
     duplicates: int = 0
+    batches: str = ""  # Spark: its micro-batches over the step (SparkEngine.batch_summary)
 
 
 class Bench:
@@ -378,6 +454,7 @@ class Bench:
             self.drain(engine, pipe, curves)
         finally:
             engine.after_step()
+        batches = engine.batch_summary()
         duplicates = 0
         if pipe.enrichment:
             latencies, unanswered, duplicates = self.latencies(pipe.topics, window)
@@ -405,6 +482,35 @@ class Bench:
             config,
             cut,
             duplicates,
+            batches,
+        )
+
+    def warm_up(self, name: str, engine: Engine, pipe: Pipe) -> None:
+        """Run the engine at ``--start`` for ``--engine-warmup-s`` before its first step,
+        unmeasured, and let it drain: a JVM's first minutes go to its JIT compiler (measured:
+        30-36 % of Spark's JVM CPU 2-4 minutes after its start), which no steady state has."""
+        seconds = self.args.engine_warmup_s
+        if seconds <= 0:
+            return
+        t0 = time.time()
+        rate = self.args.start
+        config = engine.before_step(rate, max(self.args.bounds))
+        gens = [
+            self.generator(pipe, rate / self.args.generators, seconds)
+            for _ in range(self.args.generators)
+        ]
+        try:
+            for gen in gens:
+                gen.wait(seconds + 60)
+            self.drain(engine, pipe, ([], []))
+        finally:
+            for gen in gens:
+                processes.stop_pid(gen.pid)
+            engine.after_step()
+        print(
+            f"{name}: warmed up at {rate:,.0f}/s for {seconds:g} s ({config}), drained "
+            f"after {time.time() - t0:.0f} s [{load()}]",
+            flush=True,
         )
 
     def drain(
@@ -511,6 +617,8 @@ def run_search(
         v = ss.verdict(m.step, criteria)
         steps.append((m, v))
         show_step(name, bound_s, m, v)
+        if m.batches:
+            print(f"    micro-batches: {m.batches}", flush=True)
         return v.sustained
 
     try:
@@ -605,16 +713,23 @@ def spark_searches(
             # One checkpoint for every bound: each step starts the query again with its own
             # trigger and batch limit.
             engine = SparkEngine(
-                spark, bench.settings, pipe, SPARK_SOURCES[name], tmp / f"ckpt-{name}"
+                spark,
+                bench.settings,
+                pipe,
+                SPARK_SOURCES[name],
+                tmp / f"ckpt-{name}",
+                bench.args.log_batches,
             )
             try:
                 engine.prime()
+                bench.warm_up(name, engine, pipe)
                 for bound in bench.args.bounds:
                     measure = functools.partial(bench.measure, engine, pipe, bound_s=bound)
                     results.append(run_search(name, bound, measure, plan, bench.args))
                     if results[-1].stuck:  # a backlog left behind: no other bound on it
                         break
             finally:
+                print(f"{name}: {engine.capacity_line()}", flush=True)
                 engine.close()
     finally:
         stop_session(spark)
@@ -652,6 +767,7 @@ def kstreams_searches(bench: Bench, plan: ss.SearchPlan, tmp: Path) -> list[Resu
         ):
             raise EngineStuckError("Kafka Streams did not start")
         print(f"kstreams: running, {app.count('referential'):,} referential records", flush=True)
+        bench.warm_up("kstreams", engine, pipe)
         cache: dict[float, Measured] = {}
         widest = max(args.bounds)
 
@@ -743,20 +859,32 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=6)
     parser.add_argument("--floor", type=float, default=500.0, help="lowest rate tried")
     parser.add_argument("--warmup-s", type=float, default=20.0)
+    parser.add_argument(
+        "--engine-warmup-s",
+        type=float,
+        default=0.0,
+        help="run each engine at --start for this long before its first step, unmeasured "
+        "(its JVM's JIT warm-up)",
+    )
     parser.add_argument("--steady-s", type=float, default=60.0)
     parser.add_argument("--sample-s", type=float, default=0.5)
     parser.add_argument(
         "--generators",
         type=int,
         default=1,
-        help="generator processes, each at rate / N (one Python producer tops out at about "
-        "35,000 purchases/s beside an engine on 2 cores)",
+        help="generator processes, each at rate / N (one Python producer costs about 4-8 µs "
+        "of CPU per purchase: it shares the engine's cores)",
     )
     parser.add_argument("--drain-s", type=float, default=300.0)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--master", default="local[4]")
     parser.add_argument(
         "--shuffle-partitions", type=int, help="state partitions (default: the pipeline's)"
+    )
+    parser.add_argument(
+        "--log-batches",
+        action="store_true",
+        help="print each Spark micro-batch: rows, trigger time and Spark's phases (durationMs)",
     )
     ks.add_app_arguments(parser)
     args = parser.parse_args()

@@ -63,6 +63,8 @@ resolve broker
 # Only what pyspark does not ship already (it has Scala, Hadoop, compression codecs...).
 resolve connector \
     -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
+# async-profiler (ap-loader), for the benchmarks' JVM profiles (docs/sustainable.md).
+resolve profiler
 pyspark_version=$(.venv/bin/python -c 'import pyspark; print(pyspark.__version__)')
 if ! ls "jvm/lib/connector/spark-sql-kafka-0-10_2.13-$pyspark_version.jar" >/dev/null 2>&1; then
     echo "setup: pyspark $pyspark_version differs from the connector in jvm/connector/pom.xml" >&2

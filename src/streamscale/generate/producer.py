@@ -39,6 +39,12 @@ POLL_EVERY = 4096  # records between two poll(0) calls (serve delivery reports)
 BATCH_SIZE = 1000  # records per produce_batch call
 PROGRESS_EVERY_S = 0.2
 MAX_WAIT_S = 0.05  # longest sleep while ahead of the schedule
+PACE_TICK_S = 0.01
+"""Ahead of the schedule, the loop sleeps until a record is this far past due and then sends
+every record due: one wake per tick, not per record (a wake per record spun about one core
+whatever the rate: 197 µs of CPU per record at 5,000 records/s against 37 with ticks, start
+included; docs/sustainable.md), no record early, none more than a tick late (event times are
+the schedule's, not the send time)."""
 QUEUE_FULL_LIMIT_S = 60.0  # the local queue stays full this long: the broker is gone
 
 # librdkafka logs (connection refused...) go to Python logging, silent unless configured:
@@ -227,7 +233,7 @@ def produce(
     sender = _Sender(producer, int(conf["queue.buffering.max.messages"]), bootstrap)
     send_one, add, flush_batch = sender.one, sender.add, sender.flush_batch
     poll = producer.poll
-    due = schedule.due
+    due, release_wait = schedule.due, schedule.release_wait
     clock = time.monotonic
     counted = 0
     produced = 0
@@ -247,14 +253,14 @@ def produce(
                     flush_batch()
                 while counted >= allowed:  # ahead of the schedule: wait, serving callbacks
                     now = clock()
-                    allowed = due(now - start)
-                    if counted < allowed:
+                    wait = release_wait(counted, now - start, PACE_TICK_S)
+                    if wait <= 0.0:  # a tick past due: send all that is due now
+                        allowed = due(now - start)
                         break
                     if now >= next_progress:
                         show(now)
                         next_progress = now + PROGRESS_EVERY_S
-                    wait = schedule.time_of(counted) - (now - start)
-                    poll(min(max(wait, 0.0), MAX_WAIT_S))
+                    poll(min(wait, MAX_WAIT_S))
                 counted += 1
             if timestamp:
                 send_one(topic, key, value, timestamp)

@@ -69,6 +69,16 @@ class Schedule:
         root = math.sqrt(max(self.start_rate**2 + 2.0 * slope * index, 0.0))
         return min(2.0 * index / (self.start_rate + root), self.ramp_s)
 
+    def release_wait(self, index: int, elapsed_s: float, tick_s: float) -> float:
+        """Seconds to wait, ``elapsed_s`` after the start, before record ``index`` may go out
+        when records are released in ticks of ``tick_s``: 0 once it is ``tick_s`` past due,
+        else the time until then. A producer that waits this long and then sends all that is
+        :meth:`due` wakes about once a tick, whatever the rate (``rate × tick_s`` records a
+        wake), and sends no record early and none more than a tick late."""
+        if tick_s < 0:
+            raise ProfileError(f"the release tick must be >= 0 seconds, got {tick_s}")
+        return max(0.0, self.time_of(index) + tick_s - elapsed_s)
+
     @property
     def nominal_seconds(self) -> float:
         """How long the schedule lasts when the broker keeps up (0 for a burst)."""

@@ -115,3 +115,47 @@ def test_time_of_and_due_agree(schedule: Schedule, fraction: float) -> None:
 def test_due_is_monotonic_and_capped(schedule: Schedule, a: float, b: float) -> None:
     lo, hi = sorted((a, b))
     assert 0 <= schedule.due(lo) <= schedule.due(hi) <= schedule.total
+
+
+@pytest.mark.parametrize(
+    ("index", "elapsed_s", "tick_s", "wait_s"),
+    [
+        (100, 0.0, 0.01, 1.01),  # due at 1 s, released a tick later
+        (100, 1.0, 0.01, 0.01),  # due now: one tick to go
+        (100, 1.005, 0.01, 0.005),
+        (100, 1.01, 0.01, 0.0),  # a tick past due: go
+        (100, 3.0, 0.01, 0.0),  # behind the schedule: never waits
+        (100, 0.5, 0.0, 0.5),  # no tick: wait until due
+    ],
+)
+def test_release_wait_at_100_per_s(
+    index: int, elapsed_s: float, tick_s: float, wait_s: float
+) -> None:
+    s = make_schedule("steady", rate=100, count=1000)
+    assert s.release_wait(index, elapsed_s, tick_s) == pytest.approx(wait_s)
+
+
+def test_release_wait_refuses_a_negative_tick() -> None:
+    with pytest.raises(ProfileError, match="tick"):
+        make_schedule("steady", rate=100, count=10).release_wait(1, 0.0, -0.01)
+
+
+@given(
+    rate=st.floats(1, 200_000),
+    tick_s=st.floats(0.001, 0.1),
+    elapsed_s=st.floats(0, 60),
+)
+def test_releasing_in_ticks_sends_nothing_early_and_a_tick_worth_a_wake(
+    rate: float, tick_s: float, elapsed_s: float
+) -> None:
+    """Simulate the produce loop's pacing: from a record not yet due, wait, then send all
+    that is due; every record sent is due, the first at most a tick late, and a wake sends
+    about ``rate × tick`` records (at least one)."""
+    s = make_schedule("steady", rate=rate, count=10**9)
+    first = s.due(elapsed_s)  # the next record to send; not yet due at elapsed_s
+    wake = elapsed_s + s.release_wait(first, elapsed_s, tick_s)
+    sent_up_to = s.due(wake)  # records first..sent_up_to-1 go out at the wake
+    assert sent_up_to > first
+    assert s.time_of(sent_up_to - 1) <= wake + 1e-9  # none early
+    assert wake - s.time_of(first) <= tick_s + 1e-9  # none more than a tick late
+    assert sent_up_to - first <= math.floor(rate * tick_s) + 2
