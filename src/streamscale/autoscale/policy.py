@@ -434,10 +434,6 @@ class PolicyState:
     """``(time, recent input rate)`` of the steady observations (fresh metrics, no backlog)
     over the last ``stabilization_window_s``: the input's measured noise, which a scale-down
     keeps headroom for (:func:`noisy_rate`)."""
-    deferred_s: float | None = None
-    """When a scale-up was last deferred by a count short of the input (``hold_within_budget``
-    without :func:`_near_enough`): a surge is waited out once, for a window; the scale-up
-    that follows sizes for the whole input."""
     history: tuple[float, ...] = ()
     """``forecast``: the recent input rate of every decision with fresh metrics, oldest first,
     over the last :data:`FORECAST_HISTORY_S` (what :mod:`.forecast` finds a period in)."""
@@ -864,15 +860,13 @@ def _way_back(
 
 
 def _budget_holds(config: PolicyConfig, obs: Observation, capacity: Capacity, wanted: int) -> bool:
-    """Scaling up to ``wanted`` at the next decision instead of now still keeps the
-    predicted time lag within the budget (``SLO_MARGIN × urgent_time_lag_s``) over
-    ``slo_horizon_s`` after it, the input rising at its trend: the running count is, for
-    one more decision, the cheapest that keeps the objective. (The observed time lag already
-    holds the running count's batch cycle: unlike :func:`riding_count`, no cycle is added.)
-    ``decide`` admits it for a count near enough to the input (:func:`_near_enough`: held
-    while the check holds, the latency budget ridden) and, once per surge, for any count
-    (a short spike the running count drains in time buys no executor)."""
-    if obs.time_lag_s is None or obs.arrival_rate <= 0:
+    """The running count, though short of the rate target, may stay: it carries at least
+    ``target_utilization`` of the input, and scaling up to ``wanted`` at the next decision
+    instead of now still keeps the predicted time lag within the budget over
+    ``slo_horizon_s`` after it. (The observed time lag already holds the running count's
+    batch cycle: unlike :func:`riding_count`, no cycle is added.)"""
+    current = obs.executors
+    if obs.time_lag_s is None or not _near_enough(config, obs, capacity, current):
         return False
     delay = config.decision_interval_s
     peak = predicted_peak_time_lag(
@@ -1277,7 +1271,6 @@ def decide(
     if not warm and not (urgent and state.last_direction < 0):
         return hold(Reason.HOLD_WARMING_UP)
 
-    deferred = state.deferred_s is not None and now - state.deferred_s < window
     sizing: Capacity | None = None
     if config.kind is PolicyKind.LAG:
         target = _lag_target(config, obs)
@@ -1303,7 +1296,6 @@ def decide(
         riding = riding_count(config, obs, sizing, state.outgrown)
     if current > 0 and abs(target / current - 1) <= config.tolerance and riding is None:
         return hold(Reason.HOLD_WITHIN_TOLERANCE, target)
-    topping_up = True
     if sizing is None:
         wanted: float = math.ceil(target - 1e-9)  # the HPA's rounding
     else:
@@ -1311,10 +1303,8 @@ def decide(
         # it is cheap: where the state's reload (priced from the measured pauses) outweighs
         # a change's base pause, a lost bet's top-up pauses again for the state it moves, at
         # the surge's highest time lag.
-        topping_up = (
-            (state.last_direction > 0 and since_change < window)
-            or deferred
-            or (config.state_reload_s > config.restart_pause_s)
+        topping_up = (state.last_direction > 0 and since_change < window) or (
+            config.state_reload_s > config.restart_pause_s
         )
         wanted = _rate_wanted(config, obs, sizing, up=target > current, topping_up=topping_up)
         if riding is not None:
@@ -1353,18 +1343,13 @@ def decide(
                 wanted = min(current, kept)
 
     if wanted > current:
-        if sizing is not None and not urgent:
-            # Holding one more decision is the cheapest plan while a scale-up then still
-            # keeps the objective: a count near the input rides its latency budget; a count
-            # that carried the input until this surge (its long average) may wait once per
-            # surge (the first step's bet, as below), and the scale-up after that wait sizes
-            # for the whole input (a top-up).
-            near = _near_enough(config, obs, sizing, current)
-            spike = not topping_up and _saturated(config, obs, sizing, current) >= obs.input_rate
-            if (near or spike) and _budget_holds(config, obs, sizing, int(min(wanted, hi))):
-                held = {"ridden": current} if near else {"deferred_s": now}
-                state = replace(state, **held)  # type: ignore[arg-type]
-                return hold(Reason.HOLD_WITHIN_BUDGET, target)
+        if (
+            sizing is not None
+            and not urgent
+            and _budget_holds(config, obs, sizing, int(min(wanted, hi)))
+        ):
+            state = replace(state, ridden=current)
+            return hold(Reason.HOLD_WITHIN_BUDGET, target)
         if sizing is not None and not_worth_its_pause(config, obs, sizing, int(min(wanted, hi))):
             # (urgent or not: a change that makes the time lag worse does not help it)
             return hold(Reason.HOLD_PAUSE_COST, target)
