@@ -504,9 +504,7 @@ def slo_at_risk(config: PolicyConfig, obs: Observation, capacity: Capacity) -> b
         return False
     if not capacity.known or not has_backlog(config, obs) or not rising(config, obs):
         return False
-    running = obs.executors
-    peak = predicted_peak_time_lag(config, obs, capacity, running)
-    return peak + batch_cycle_s(config, obs, capacity, running) > config.urgent_time_lag_s
+    return predicted_latency(config, obs, capacity, obs.executors) > config.urgent_time_lag_s
 
 
 def measure_capacity(
@@ -711,6 +709,28 @@ def _arrived_when(arrivals: Sequence[float], records: float) -> float:
     return index - 1 + (records - before) / (after - before)
 
 
+def predicted_latency(
+    config: PolicyConfig,
+    obs: Observation,
+    capacity: Capacity,
+    executors: int,
+    *,
+    horizon_s: float | None = None,
+    delay_s: float = 0.0,
+    inputs: Sequence[float] | None = None,
+) -> float:
+    """The highest latency a record is predicted to see with ``executors`` asked for in
+    ``delay_s`` (requires ``capacity.known``): the peak time lag over the horizon
+    (:func:`predicted_peak_time_lag`, the same arguments) and the cycle of the batch it
+    waits for (:func:`batch_cycle_s`). What ``rate``'s rules bound: a count they choose
+    keeps it within ``SLO_MARGIN × urgent_time_lag_s``, one they must not leave running
+    within ``urgent_time_lag_s``."""
+    peak = predicted_peak_time_lag(
+        config, obs, capacity, executors, horizon_s=horizon_s, delay_s=delay_s, inputs=inputs
+    )
+    return peak + batch_cycle_s(config, obs, capacity, executors)
+
+
 def _arrived_by(records: float, arrival: float, rising: float) -> float:
     """Seconds until ``records`` have arrived at ``arrival`` records/s rising by ``rising``
     records/s each second (``inf``: never)."""
@@ -821,8 +841,7 @@ def not_worth_its_pause(
     horizon = config.scale_up_delay_s + pause + config.slo_horizon_s
 
     def peak(n: int) -> float:
-        lag = predicted_peak_time_lag(config, now, capacity, n, horizon_s=horizon)
-        return lag + batch_cycle_s(config, now, capacity, n)
+        return predicted_latency(config, now, capacity, n, horizon_s=horizon)
 
     if _saturated(config, now, capacity, current) < now.arrival_rate:
         return peak(current) <= config.urgent_time_lag_s < peak(wanted)
@@ -864,8 +883,8 @@ def surge_holds(config: PolicyConfig, obs: Observation, capacity: Capacity, exec
         return True
     surge = _with_input(obs, obs.arrival_rate * (1 + config.surge_share))
     horizon = config.stabilization_window_s + config.scale_up_delay_s + config.restart_pause_s
-    peak = predicted_peak_time_lag(config, surge, capacity, executors, horizon_s=horizon)
-    return peak + batch_cycle_s(config, surge, capacity, executors) <= config.urgent_time_lag_s
+    peak = predicted_latency(config, surge, capacity, executors, horizon_s=horizon)
+    return peak <= config.urgent_time_lag_s
 
 
 def _way_back(
@@ -884,10 +903,8 @@ def _way_back(
     for up in range(executors + 1, upper_bound(config, obs) + 1):
         pause = pause_for(config.restart_pause_s, config.state_reload_s, executors, up)
         horizon = delay + config.scale_up_delay_s + pause + config.slo_horizon_s
-        peak = predicted_peak_time_lag(
-            config, surge, capacity, up, horizon_s=horizon, delay_s=delay
-        )
-        if peak + batch_cycle_s(config, surge, capacity, up) <= _budget(config):
+        peak = predicted_latency(config, surge, capacity, up, horizon_s=horizon, delay_s=delay)
+        if peak <= _budget(config):
             return True
     return False
 
@@ -963,10 +980,8 @@ def _rate_target(
         reaction = config.scale_up_delay_s + pause_for(
             config.restart_pause_s, config.state_reload_s, current, executors
         )
-        peak = predicted_peak_time_lag(
-            config, obs, capacity, executors, horizon_s=reaction + config.slo_horizon_s
-        )
-        if peak + batch_cycle_s(config, obs, capacity, executors) <= budget:
+        horizon = reaction + config.slo_horizon_s
+        if predicted_latency(config, obs, capacity, executors, horizon_s=horizon) <= budget:
             return float(executors)
     return target
 
@@ -1247,10 +1262,10 @@ def forecast_counts(
     lead = forecast_lead_s(config)
 
     def keeps(n: int, delay: float, horizon: float) -> bool:
-        peak = predicted_peak_time_lag(
+        peak = predicted_latency(
             config, obs, capacity, n, horizon_s=horizon, delay_s=delay, inputs=inputs
         )
-        return peak + batch_cycle_s(config, obs, capacity, n) <= budget
+        return peak <= budget
 
     horizon = lead + config.slo_horizon_s
     counts = range(current, most + 1)
@@ -1483,9 +1498,7 @@ def decide(
             fits = [
                 n
                 for n in range(desired, current)
-                if predicted_peak_time_lag(config, obs, capacity, n)
-                + batch_cycle_s(config, obs, capacity, n)
-                <= bound
+                if predicted_latency(config, obs, capacity, n) <= bound
                 and reserve_holds(config, obs, capacity, n, state.scaled_for)
                 and surge_holds(config, obs, capacity, n)
             ]
