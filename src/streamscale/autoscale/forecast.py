@@ -80,12 +80,3 @@ def forecast(history: Sequence[float], period: int, ahead: int) -> float:
         history[index] for back in (period, 2 * period) if 0 <= (index := n - 1 + ahead - back) < n
     ]
     return max(seen, default=0.0)
-
-
-def peak_ahead(history: Sequence[float], step_s: float, horizon_s: float) -> float | None:
-    """The highest rate forecast over the next ``horizon_s`` (None: no period found)."""
-    period = find_period(history, step_s)
-    if period is None:
-        return None
-    steps = max(1, math.ceil(horizon_s / step_s))
-    return max(forecast(history, period, k) for k in range(1, steps + 1))

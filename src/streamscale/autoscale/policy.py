@@ -126,6 +126,7 @@ measures is the code that runs.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import statistics
@@ -271,11 +272,14 @@ class PolicyConfig:
     ``benchmarks/autoscaler_family.py --reverse-for-slo`` measures the trade-off."""
     forecast: bool = False
     """``rate``: learn a recurring load from the input rates observed (:mod:`.forecast`: its
-    period found by autocorrelation, never configured) and size for the rate it predicts: a
-    scale-up ahead of a predicted rise by the priced pause (start, rescale pause, state
-    reload, a decision), no scale-down while a rise is predicted within that lead plus the
-    stabilization window. Where no period is found, no change. Off by default until
-    ``benchmarks/recurring.py`` and the family runs show it pays."""
+    period found by autocorrelation, never configured) and size for the time lag it predicts
+    (:func:`forecast_counts`): the fewest executors that keep the predicted time lag within
+    the budget over a scale-up's lead (start, rescale pause, state reload, a decision) and
+    the objective's horizon, the predicted input included, asked for once waiting a decision
+    would need more; no scale-down to a count that would not keep it until a scale-up could
+    follow. Where no period is found, or the input exceeds what it predicts for now, no
+    change. Off by default until ``benchmarks/recurring.py`` and the family runs show it
+    pays."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -500,9 +504,7 @@ def slo_at_risk(config: PolicyConfig, obs: Observation, capacity: Capacity) -> b
         return False
     if not capacity.known or not has_backlog(config, obs) or not rising(config, obs):
         return False
-    running = obs.executors
-    peak = predicted_peak_time_lag(config, obs, capacity, running)
-    return peak + batch_cycle_s(config, obs, capacity, running) > config.urgent_time_lag_s
+    return predicted_latency(config, obs, capacity, obs.executors) > config.urgent_time_lag_s
 
 
 def measure_capacity(
@@ -636,11 +638,13 @@ def predicted_peak_time_lag(
     delay_s: float = 0.0,
     rising: float = 0.0,
     paused_s: float = 0.0,
+    inputs: Sequence[float] | None = None,
 ) -> float:
     """Highest time lag over the next ``horizon_s`` seconds (default ``slo_horizon_s``) if
     ``executors`` are asked for in ``delay_s`` seconds and the input goes on at
-    ``obs.arrival_rate``, rising by ``rising`` records/s each second (requires
-    ``capacity.known``).
+    ``obs.arrival_rate``, rising by ``rising`` records/s each second, or, given ``inputs``,
+    at those rates (one a second from now, the last one after them; ``forecast``'s
+    prediction) (requires ``capacity.known``).
 
     Second by second: the current executors process at their saturated throughput until the
     new ones run (``scale_up_delay_s``), nothing is processed during the rescale pause, then
@@ -658,24 +662,73 @@ def predicted_peak_time_lag(
     if executors == current:  # ``paused_s``: what is left of a pause already under way
         switch, pause = 0.0, paused_s
     horizon = config.slo_horizon_s if horizon_s is None else horizon_s
+    seconds = math.ceil(horizon)
+    arrivals = None if inputs is None else _cumulative(inputs, seconds)
     processed, peak = 0.0, lag
-    for second in range(1, math.ceil(horizon) + 1):
+    for second in range(1, seconds + 1):
         if second <= switch:
             rate = before
         elif second <= switch + pause:
             rate = 0.0
         else:
             rate = after
-        arrived = backlog + arrival * second + rising * second**2 / 2
+        if arrivals is None:
+            arrived = backlog + arrival * second + rising * second**2 / 2
+        else:
+            arrived = backlog + arrivals[second]
         processed = min(processed + rate, arrived)
         if processed >= arrived:
             age = 0.0  # everything that arrived is processed (also: nothing arrives)
         elif processed < backlog:
             age = second + lag * (1 - processed / backlog)
-        else:
+        elif arrivals is None:
             age = second - _arrived_by(processed - backlog, arrival, rising)
+        else:
+            age = second - _arrived_when(arrivals, processed - backlog)
         peak = max(peak, age)
     return peak
+
+
+def _cumulative(inputs: Sequence[float], seconds: int) -> list[float]:
+    """Records arrived by each second from 0 to ``seconds`` at ``inputs`` (one rate a second,
+    the last one after them; none: nothing arrives)."""
+    out = [0.0]
+    for second in range(seconds):
+        rate = inputs[min(second, len(inputs) - 1)] if inputs else 0.0
+        out.append(out[-1] + max(0.0, rate))
+    return out
+
+
+def _arrived_when(arrivals: Sequence[float], records: float) -> float:
+    """Seconds until ``records`` had arrived, ``arrivals`` being the records arrived by each
+    whole second (interpolated within a second)."""
+    index = bisect.bisect_left(arrivals, records)
+    if index == 0:
+        return 0.0
+    before, after = arrivals[index - 1], arrivals[index]
+    return index - 1 + (records - before) / (after - before)
+
+
+def predicted_latency(
+    config: PolicyConfig,
+    obs: Observation,
+    capacity: Capacity,
+    executors: int,
+    *,
+    horizon_s: float | None = None,
+    delay_s: float = 0.0,
+    inputs: Sequence[float] | None = None,
+) -> float:
+    """The highest latency a record is predicted to see with ``executors`` asked for in
+    ``delay_s`` (requires ``capacity.known``): the peak time lag over the horizon
+    (:func:`predicted_peak_time_lag`, the same arguments) and the cycle of the batch it
+    waits for (:func:`batch_cycle_s`). What ``rate``'s rules bound: a count they choose
+    keeps it within ``SLO_MARGIN × urgent_time_lag_s``, one they must not leave running
+    within ``urgent_time_lag_s``."""
+    peak = predicted_peak_time_lag(
+        config, obs, capacity, executors, horizon_s=horizon_s, delay_s=delay_s, inputs=inputs
+    )
+    return peak + batch_cycle_s(config, obs, capacity, executors)
 
 
 def _arrived_by(records: float, arrival: float, rising: float) -> float:
@@ -788,8 +841,7 @@ def not_worth_its_pause(
     horizon = config.scale_up_delay_s + pause + config.slo_horizon_s
 
     def peak(n: int) -> float:
-        lag = predicted_peak_time_lag(config, now, capacity, n, horizon_s=horizon)
-        return lag + batch_cycle_s(config, now, capacity, n)
+        return predicted_latency(config, now, capacity, n, horizon_s=horizon)
 
     if _saturated(config, now, capacity, current) < now.arrival_rate:
         return peak(current) <= config.urgent_time_lag_s < peak(wanted)
@@ -831,8 +883,8 @@ def surge_holds(config: PolicyConfig, obs: Observation, capacity: Capacity, exec
         return True
     surge = _with_input(obs, obs.arrival_rate * (1 + config.surge_share))
     horizon = config.stabilization_window_s + config.scale_up_delay_s + config.restart_pause_s
-    peak = predicted_peak_time_lag(config, surge, capacity, executors, horizon_s=horizon)
-    return peak + batch_cycle_s(config, surge, capacity, executors) <= config.urgent_time_lag_s
+    peak = predicted_latency(config, surge, capacity, executors, horizon_s=horizon)
+    return peak <= config.urgent_time_lag_s
 
 
 def _way_back(
@@ -851,10 +903,8 @@ def _way_back(
     for up in range(executors + 1, upper_bound(config, obs) + 1):
         pause = pause_for(config.restart_pause_s, config.state_reload_s, executors, up)
         horizon = delay + config.scale_up_delay_s + pause + config.slo_horizon_s
-        peak = predicted_peak_time_lag(
-            config, surge, capacity, up, horizon_s=horizon, delay_s=delay
-        )
-        if peak + batch_cycle_s(config, surge, capacity, up) <= _budget(config):
+        peak = predicted_latency(config, surge, capacity, up, horizon_s=horizon, delay_s=delay)
+        if peak <= _budget(config):
             return True
     return False
 
@@ -930,10 +980,8 @@ def _rate_target(
         reaction = config.scale_up_delay_s + pause_for(
             config.restart_pause_s, config.state_reload_s, current, executors
         )
-        peak = predicted_peak_time_lag(
-            config, obs, capacity, executors, horizon_s=reaction + config.slo_horizon_s
-        )
-        if peak + batch_cycle_s(config, obs, capacity, executors) <= budget:
+        horizon = reaction + config.slo_horizon_s
+        if predicted_latency(config, obs, capacity, executors, horizon_s=horizon) <= budget:
             return float(executors)
     return target
 
@@ -1147,8 +1195,9 @@ hour)."""
 
 
 def forecast_lead_s(config: PolicyConfig) -> float:
-    """How long before a predicted rise a scale-up is asked for: the executors' start, the
-    rescale pause and the state reload it costs (priced), and one decision interval."""
+    """How long a scale-up takes to act, seen from a decision: the executors' start, the
+    rescale pause and the state reload it costs (priced), and one decision interval (the
+    horizon :func:`forecast_counts` looks ahead, before the objective's)."""
     return (
         config.scale_up_delay_s
         + config.restart_pause_s
@@ -1166,20 +1215,67 @@ def _remember_rate(config: PolicyConfig, state: PolicyState, obs: Observation) -
     )
 
 
-def forecast_peaks(config: PolicyConfig, state: PolicyState) -> tuple[float, float] | None:
-    """``forecast``: the highest input rates predicted within the lead of a scale-up
-    (:func:`forecast_lead_s`) and within that lead plus the stabilization window (what a
-    scale-down must still carry: no scale-up may follow it for a window); None when off or
-    when no period is found."""
+def forecast_inputs(
+    config: PolicyConfig, state: PolicyState, obs: Observation
+) -> tuple[float, ...] | None:
+    """``forecast``: the input rate predicted for each second of the next
+    :func:`forecast_lead_s` plus the stabilization window plus ``slo_horizon_s`` (``state``
+    has seen ``obs``); None when off, when no period is found, or when the input now exceeds
+    the rate predicted for now by more than the tolerance (a surge the period does not
+    explain: the reactive rules size for it)."""
     if not config.forecast or config.kind is not PolicyKind.RATE:
         return None
     step = config.decision_interval_s
-    lead = forecast_lead_s(config)
-    up = fc.peak_ahead(state.history, step, lead)
-    if up is None:
+    period = fc.find_period(state.history, step)
+    if period is None:
         return None
-    keep = fc.peak_ahead(state.history, step, lead + config.stabilization_window_s)
-    return up, up if keep is None else keep
+    if obs.arrival_rate > fc.forecast(state.history, period, 0) * (1 + config.tolerance):
+        return None
+    horizon = forecast_lead_s(config) + config.stabilization_window_s + config.slo_horizon_s
+    steps = [fc.forecast(state.history, period, k) for k in range(1, math.ceil(horizon / step) + 1)]
+    return tuple(
+        steps[min(len(steps) - 1, int(second // step))] for second in range(math.ceil(horizon))
+    )
+
+
+def forecast_counts(
+    config: PolicyConfig,
+    obs: Observation,
+    capacity: Capacity,
+    inputs: Sequence[float],
+    most: int,
+) -> tuple[int | None, int]:
+    """``forecast``: what the predicted ``inputs`` ask of the count (``capacity.known``).
+
+    The count to run now: the fewest executors from the running count up to ``most`` that,
+    asked for now, keep the predicted time lag (a batch cycle included) within
+    ``SLO_MARGIN × urgent_time_lag_s`` over the scale-up's lead (:func:`forecast_lead_s`)
+    and ``slo_horizon_s`` after it, the predicted input included; the running count when as
+    few asked for at the next decision would do (waiting is cheaper); None when no count
+    does (the reactive rules decide). A predicted sale is met by the executors its backlog
+    needs, not by its peak rate, and no earlier than waiting costs more executors.
+
+    And the fewest executors a scale-down may go to: those that keep the same bound until a
+    scale-up could follow it (the stabilization window, then the lead)."""
+    budget = _budget(config)
+    current = obs.executors
+    lead = forecast_lead_s(config)
+
+    def keeps(n: int, delay: float, horizon: float) -> bool:
+        peak = predicted_latency(
+            config, obs, capacity, n, horizon_s=horizon, delay_s=delay, inputs=inputs
+        )
+        return peak <= budget
+
+    horizon = lead + config.slo_horizon_s
+    counts = range(current, most + 1)
+    now = next((n for n in counts if keeps(n, 0.0, horizon)), None)
+    later = next((n for n in counts if keeps(n, config.decision_interval_s, horizon)), None)
+    plan = current if now is not None and later is not None and later <= now else now
+    down_horizon = config.stabilization_window_s + lead
+    lo = max(1, config.min_executors)
+    floor = next((m for m in range(lo, current) if keeps(m, 0.0, down_horizon)), current)
+    return plan, floor
 
 
 def _lag_target(config: PolicyConfig, obs: Observation) -> float:
@@ -1218,9 +1314,7 @@ def decide(
         state = _remember_input(config, state, obs, backlog)
         if config.forecast:
             state = _remember_rate(config, state, obs)
-    peaks = forecast_peaks(config, state) if problem is None else None
-    if peaks is not None and peaks[0] > obs.arrival_rate:
-        obs = _with_input(obs, peaks[0])  # a predicted rise: sized for before it comes
+    inputs = forecast_inputs(config, state, obs) if problem is None else None
 
     def hold(reason: Reason, target: float | None = None) -> tuple[Decision, PolicyState]:
         return Decision(current, reason, current, target, capacity), state
@@ -1294,7 +1388,13 @@ def decide(
     riding = None
     if sizing is not None and not backlog and current == obs.executors:
         riding = riding_count(config, obs, sizing, state.outgrown)
-    if current > 0 and abs(target / current - 1) <= config.tolerance and riding is None:
+    plan: int | None = None  # the count the forecast asks for now (None: no plan)
+    floor = 0  # the fewest executors the forecast lets a scale-down go to
+    if sizing is not None and inputs is not None and not urgent:
+        plan, floor = forecast_counts(config, obs, sizing, inputs, hi)
+    ahead = plan if plan is not None and plan > current else None
+    within = current > 0 and abs(target / current - 1) <= config.tolerance
+    if within and riding is None and ahead is None:
         return hold(Reason.HOLD_WITHIN_TOLERANCE, target)
     if sizing is None:
         wanted: float = math.ceil(target - 1e-9)  # the HPA's rounding
@@ -1318,11 +1418,10 @@ def decide(
             kept = _rate_wanted(config, _with_input(obs, heard), capacity, up=False)
             riding = None
             wanted = min(current, max(wanted, kept))
-        if peaks is not None and peaks[1] > obs.arrival_rate:
-            # a rise predicted before a scale-up could follow this scale-down: carry it
-            kept = _rate_wanted(config, _with_input(obs, peaks[1]), capacity, up=False)
+        if floor > wanted:
+            # a rise predicted before a scale-up could follow this scale-down: ride it out
             riding = None
-            wanted = min(current, max(wanted, kept))
+            wanted = min(current, floor)
         # Headroom that survives the input's measured noise: the count kept carries the
         # arrival rate plus its spread (at most ridden on the latency budget at that rate).
         # (A silence rides nothing: see above.)
@@ -1342,15 +1441,24 @@ def decide(
                 riding = ride if ride == kept else None
                 wanted = min(current, kept)
 
+    if plan is not None and (ahead is not None or wanted > current):
+        # The predicted input decides a scale-up (forecast_counts): the count its backlog
+        # needs, once waiting would cost more; none while the running count keeps the bound.
+        wanted = plan
     if wanted > current:
         if (
-            sizing is not None
+            ahead is None
+            and sizing is not None
             and not urgent
             and _budget_holds(config, obs, sizing, int(min(wanted, hi)))
         ):
             state = replace(state, ridden=current)
             return hold(Reason.HOLD_WITHIN_BUDGET, target)
-        if sizing is not None and not_worth_its_pause(config, obs, sizing, int(min(wanted, hi))):
+        if (
+            ahead is None
+            and sizing is not None
+            and not_worth_its_pause(config, obs, sizing, int(min(wanted, hi)))
+        ):
             # (urgent or not: a change that makes the time lag worse does not help it)
             return hold(Reason.HOLD_PAUSE_COST, target)
         reason = Reason.SCALE_UP_BACKLOG if backlog else Reason.SCALE_UP_RATE
@@ -1390,9 +1498,7 @@ def decide(
             fits = [
                 n
                 for n in range(desired, current)
-                if predicted_peak_time_lag(config, obs, capacity, n)
-                + batch_cycle_s(config, obs, capacity, n)
-                <= bound
+                if predicted_latency(config, obs, capacity, n) <= bound
                 and reserve_holds(config, obs, capacity, n, state.scaled_for)
                 and surge_holds(config, obs, capacity, n)
             ]

@@ -990,6 +990,52 @@ def test_more_executors_never_predict_a_higher_peak(
     assert all(p >= time_lag - 1e-9 for p in peaks)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    executors=st.integers(1, 8),
+    wanted=st.integers(1, 8),
+    input_rate=st.floats(0, 20_000),
+    lag=st.integers(0, 500_000),
+    time_lag=st.floats(0, 300),
+    delay=st.sampled_from([0.0, 10.0]),
+)
+def test_a_constant_predicted_input_predicts_what_a_constant_input_does(
+    executors: int, wanted: int, input_rate: float, lag: int, time_lag: float, delay: float
+) -> None:
+    """``inputs`` (the forecast's per-second rates) at the observed rate throughout give the
+    closed-form prediction of a constant input, and a higher predicted input never a lower
+    time lag."""
+    o = obs(executors=executors, input_rate=input_rate, lag=lag, time_lag_s=time_lag)
+    plain = predicted_peak_time_lag(RATE, o, ONE_K, wanted, delay_s=delay)
+    profile = predicted_peak_time_lag(
+        RATE, o, ONE_K, wanted, delay_s=delay, inputs=[o.arrival_rate] * 7
+    )
+    assert profile == pytest.approx(plain, rel=1e-6, abs=1e-6)
+    higher = [o.arrival_rate] * 20 + [o.arrival_rate * 2 + 100] * 20 + [o.arrival_rate]
+    more = predicted_peak_time_lag(RATE, o, ONE_K, wanted, delay_s=delay, inputs=higher)
+    assert more >= plain - 1e-6
+
+
+@pytest.mark.parametrize(
+    ("inputs", "executors", "peak"),
+    [
+        # 2 000 processed; 40 s at 3 000 from 20 s: 40 000 behind at 60 s, 20 s of input
+        ([1000.0] * 20 + [3000.0] * 40 + [1000.0] * 40, 2, 20.0),
+        # nothing predicted to arrive: nothing to wait for
+        ([0.0], 2, 0.0),
+        # 3 000 processed: the sale is carried, the time lag stays 0
+        ([1000.0] * 20 + [3000.0] * 40 + [1000.0] * 40, 3, 5.0),
+    ],
+)
+def test_predicted_peak_time_lag_of_a_predicted_input(
+    inputs: list[float], executors: int, peak: float
+) -> None:
+    """With 2 executors running and caught up (one more: 13 s start, then a 5 s pause)."""
+    o = obs(executors=2, input_rate=1000, time_lag_s=0.0)
+    got = predicted_peak_time_lag(RATE, o, ONE_K, executors, horizon_s=100, inputs=inputs)
+    assert got == pytest.approx(peak)
+
+
 # The latency budget: the generic scenario's cluster (1 000 records/s per executor, 0.5 s fixed
 # cost, 20 000-record batches): 5 executors carry 4 444 records/s, 1.2 % short of 4 500; one
 # carries 976, 2.4 % short of 1 000 but in 20.5 s batches.

@@ -60,9 +60,6 @@ def test_forecast_takes_the_higher_of_two_periods_back() -> None:
     assert forecast.forecast(history, 40, 1) == 1000.0  # step 130: 90 and 50 back, no sale
     # step 160 (31 ahead): 120 (a sale) and 80 (missed) back: the sale is predicted
     assert forecast.forecast(history, 40, 31) == 3000.0
-    assert forecast.peak_ahead(history, STEP, 320) == 3000.0
-    assert forecast.peak_ahead(history, STEP, 200) == 1000.0
-    assert forecast.peak_ahead([1000.0] * 50, STEP, 300) is None
 
 
 @settings(max_examples=60, deadline=None)
@@ -107,11 +104,31 @@ def test_rate_without_a_period_is_unchanged() -> None:
     assert [(d.t, d.desired) for d in on.decisions] == [(d.t, d.desired) for d in off.decisions]
 
 
-def test_rate_scales_up_ahead_of_a_predicted_rise() -> None:
-    """A history of sales every 400 s: with the forecast, a decision 20 s before the next
-    sale (the lead: 13 s start, 5 s pause, a 10 s decision) already asks for the sale's
-    executors; without it, it holds."""
-    history = tuple(sales(40, 158))  # next sale at step 160: within the 28 s lead
+@pytest.mark.parametrize(
+    ("peak", "steps_ahead", "expected"),
+    [
+        # 2 executors ride a sale of 3 000 for 40 s within the budget (20 s): none asked
+        (3000.0, 1, 2),
+        (5000.0, 3, 2),  # waiting a decision costs nothing yet
+        # the last decision before the sale: the count its backlog needs (4), not the 6 its
+        # peak rate would at the 0.9 target utilization
+        (5000.0, 1, 4),
+        # a larger sale: asked for earlier, since a later scale-up would need more
+        (6000.0, 3, 4),
+        (6000.0, 5, 2),
+    ],
+)
+def test_rate_scales_up_ahead_of_a_predicted_sale(
+    peak: float, steps_ahead: int, expected: int
+) -> None:
+    """A history of sales (4 steps of ``peak``, 1 000 records/s between) every 400 s, the next
+    one ``steps_ahead`` decisions after this one: with the forecast, ``rate`` asks for the
+    executors the sale's backlog needs to stay within the objective, at the last decision
+    that can; without it, it holds."""
+
+    def history(n: int) -> tuple[float, ...]:
+        return tuple(peak if i % 40 < 4 else 1000.0 for i in range(n))
+
     config = replace(
         policy.PolicyConfig(min_executors=1, max_executors=8, target_utilization=0.9),
         forecast=True,
@@ -130,8 +147,13 @@ def test_rate_scales_up_ahead_of_a_predicted_rise() -> None:
         metrics_age_s=1.0,
         time_lag_s=0.0,
     )
-    state = policy.PolicyState(capacity=capacity, history=history, clear_since_s=0.0)
+    # the decision appends this observation: the next sale starts at step 160
+    state = policy.PolicyState(
+        capacity=capacity, history=history(160 - steps_ahead), clear_since_s=0.0
+    )
     ahead, _ = policy.decide(config, state, obs)
     plain, _ = policy.decide(replace(config, forecast=False), replace(state, history=()), obs)
     assert plain.desired == 2
-    assert ahead.desired > 2
+    assert ahead.desired == expected
+    if expected > 2:
+        assert ahead.reason is policy.Reason.SCALE_UP_RATE
