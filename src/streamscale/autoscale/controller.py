@@ -402,13 +402,15 @@ class Controller:
             if result is not None and result.ok:
                 more = decision.desired - running
                 self._start_due = (requested, more) if more > 0 else None
-            if result is not None and result.ok and decision.desired != running:
-                capacity = decision.capacity or UNKNOWN_CAPACITY
-                if not capacity.known:
-                    capacity = self._known_capacity
-                self._events.append(
-                    ScaleEvent(self.clock(), running, decision.desired, capacity, self.state_bytes)
-                )
+                if more:
+                    capacity = decision.capacity or UNKNOWN_CAPACITY
+                    if not capacity.known:
+                        capacity = self._known_capacity
+                    self._events.append(
+                        ScaleEvent(
+                            self.clock(), running, decision.desired, capacity, self.state_bytes
+                        )
+                    )
             if decision.capacity is not None and decision.capacity.known:
                 self._known_capacity = decision.capacity
             record = self._record(now, obs, snapshots, decision, running, pending, result, priced)
