@@ -6,11 +6,13 @@ Run: ``.venv/bin/python benchmarks/twin_limit.py --seeds 1000-1099 [--scenario s
 
 Issue 38's per-seed check: no peer beats `rate` on violation seconds, executor-seconds and
 reversals together on more than 5 % of the seeds. For every seed where a peer does, this
-prints why, in one of two kinds:
+prints why, in one of three kinds:
 
 - **`rate` breaks the objective where the peer does not**: `benchmarks/information_limit.py`'s
   verdict on `rate`'s violation (``before onset``: decided before any tick could see the
   change; otherwise avoidable);
+- **both break the objective**, for as many seconds: not analysed (a twin is judged on the
+  objective everywhere);
 - **`rate` buys what the peer holds** (both keep the objective, `rate` spends more): each run
   of ticks where `rate` asks for more executors than the peer (``twins.buys``) is a bet that
   a rise lasts. For each, the latest tick ``F`` (searched from a minute after `rate`'s first
@@ -205,6 +207,12 @@ def analyse_seed(
                 Beaten(seed, name, rate, theirs, f"information limit: {limit.verdict()}", ())
             )
             continue
+        if theirs.slo_violation_s > 0:
+            # a twin's rescue is judged on the objective everywhere: not where the peer's
+            # own counts already break it before the bet
+            verdict = f"both break the objective ({theirs.slo_violation_s} s)"
+            found.append(Beaten(seed, name, rate, theirs, verdict, ()))
+            continue
         counts = _counts(runs[name], interval, ticks)
         replayed = simulator.simulate(trace, model, simulator.Plan(counts, name)).summary
         if replayed != theirs:
@@ -262,7 +270,12 @@ def main() -> int:
     print("|---:|---|---|---|---|---|")
     for x in beaten:
         bets = "<br>".join(_bet_cell(b, interval) for b in x.bets) or "–"
-        kind = x.verdict if not x.bets else ("decided by twins" if x.decided else "not all decided")
+        if x.verdict != "bets":
+            kind = x.verdict
+        elif not x.bets:
+            kind = "no run of ticks above the peer's count"
+        else:
+            kind = "decided by twins" if x.decided else "not all decided"
         print(
             f"| {x.seed} | {x.peer} | {x.rate.slo_violation_s} / {x.rate.executor_seconds:,.0f} "
             f"| {x.theirs.slo_violation_s} / {x.theirs.executor_seconds:,.0f} | {kind} "
@@ -273,13 +286,15 @@ def main() -> int:
         mine = [x for x in beaten if x.peer == name]
         if not mine:
             continue
-        limit = [x.seed for x in mine if not x.bets]
+        limit = [x.seed for x in mine if x.verdict.startswith("information limit")]
+        both = [x.seed for x in mine if x.verdict.startswith("both")]
         decided = [x.seed for x in mine if x.decided]
-        waits = [x.seed for x in mine if x.bets and not x.decided]
+        waits = [x.seed for x in mine if x.verdict == "bets" and not x.decided]
         share = (len(mine) - len(decided)) / len(seeds)
         print(
             f"- {name}: beats `rate` on {len(mine)} of {len(seeds)} seeds: `rate` breaks the "
-            f"objective where it does not on {len(limit)} ({limit or 'none'}); every bet of "
+            f"objective where it does not on {len(limit)} ({limit or 'none'}); both break it "
+            f"on {len(both)} ({both or 'none'}); every bet of "
             f"`rate` decided before the seed differs from its twin on {len(decided)} "
             f"({decided or 'none'}); some bet could wait on {len(waits)} ({waits or 'none'}). "
             f"Without the decided ones: {share:.0%} {'≤' if share <= 0.05 else '>'} 5 %"
