@@ -2,7 +2,7 @@
 from what it has seen have held there and kept the objective (issue 38)?
 
 Run: ``.venv/bin/python benchmarks/twin_limit.py --seeds 1000-1099 [--scenario stateful]``
-(``--fresh``: 3000-3099). No oracle; about a minute a set, more where a peer wins often.
+(``--fresh``: 3000-3099). No oracle; 1-3 minutes a set on the shared 2-core machine.
 
 Issue 38's per-seed check: no peer beats `rate` on violation seconds, executor-seconds and
 reversals together on more than 5 % of the seeds. For every seed where a peer does, this
