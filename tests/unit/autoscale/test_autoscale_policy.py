@@ -1411,3 +1411,52 @@ def test_the_window_remembers_only_steady_observations() -> None:
     state = replace(QUIET, capacity=HALF_S)
     _, after = decide(BUDGETED, state, budget_obs(2, 4000, 8.0, lag=60_000))
     assert after.arrivals == ()
+
+
+@pytest.mark.parametrize(
+    ("reload_s", "executors", "recent", "time_lag", "expected"),
+    [
+        # a surge to 5 500/s behind 4-5 executors, a whole state of 40 s to reload: no top-up
+        # keeps the budget; 8 (the rate target) pauses 4 s longer than 7 and is predicted to
+        # break the objective more, so the top-up asks for 7 (it asked for 8)
+        (40.0, 4, 5500, 5.0, 7),
+        (40.0, 5, 5500, 10.0, 7),
+        (40.0, 4, 4750, 10.0, 6),  # was 7
+        # stateless: the SLO-bounded bet, as before
+        (0.0, 4, 5500, 10.0, 6),
+        (0.0, 5, 5500, 10.0, 6),
+    ],
+)
+def test_a_stateful_top_up_that_breaks_the_budget_asks_for_the_least_harmful_count(
+    reload_s: float, executors: int, recent: float, time_lag: float, expected: int
+) -> None:
+    config = replace(BUDGETED, state_reload_s=reload_s)
+    o = budget_obs(
+        executors, recent * 0.8, time_lag, lag=int(recent * time_lag), recent_input_rate=recent
+    )
+    d, _ = decide(config, replace(QUIET, capacity=HALF_S), o)
+    assert d.reason is Reason.SCALE_UP_BACKLOG
+    assert d.desired == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.floats(0.0, 60.0),
+    st.integers(1, 7),
+    st.floats(1000.0, 8000.0),
+    st.floats(0.0, 25.0),
+)
+def test_a_stateful_top_up_still_carries_the_input(
+    reload_s: float, executors: int, recent: float, time_lag: float
+) -> None:
+    """The count a top-up with the state priced asks for carries the input at the target
+    utilization (or is the most one step or the bounds allow)."""
+    config = replace(BUDGETED, state_reload_s=reload_s)
+    o = budget_obs(
+        executors, recent * 0.8, time_lag, lag=int(recent * time_lag), recent_input_rate=recent
+    )
+    d, _ = decide(config, replace(QUIET, capacity=HALF_S), o)
+    if d.desired > executors and reload_s > config.restart_pause_s:
+        step = max(executors + 1, math.ceil(executors * config.max_up_factor))
+        most = min(config.max_executors, step)
+        assert d.desired >= min(carrying_count(config, o, HALF_S), most)
