@@ -948,8 +948,7 @@ def _rate_target(
     below by the count that carries the input (:func:`carrying_count`) — another short
     step would cost another start and pause. Where the state's priced reload outweighs the
     change's base pause (``restart_pause_s``) no bet is placed: every scale-up is sized as a
-    top-up. Where no top-up keeps the budget and the state is priced, the count predicted to
-    break it least (a larger one moves more state and pauses longer)."""
+    top-up."""
     target = cap.executors_needed(
         _load(config, obs, capacity, pause_s),
         capacity,
@@ -973,31 +972,18 @@ def _rate_target(
             if peak <= budget:
                 return float(executors)
         return target
-    top = math.ceil(target - 1e-9)
-    first = max(current + 1, carrying_count(config, obs, capacity))
-
-    def horizon(executors: int) -> float:
+    for executors in range(
+        max(current + 1, carrying_count(config, obs, capacity)), math.ceil(target - 1e-9)
+    ):
         # The horizon starts once the change is over: the executors' start and the pause
         # (its state reload priced in) come first, then ``slo_horizon_s`` of the new count.
         reaction = config.scale_up_delay_s + pause_for(
             config.restart_pause_s, config.state_reload_s, current, executors
         )
-        return reaction + config.slo_horizon_s
-
-    for executors in range(first, top):
-        latency = predicted_latency(config, obs, capacity, executors, horizon_s=horizon(executors))
-        if latency <= budget:
+        horizon = reaction + config.slo_horizon_s
+        if predicted_latency(config, obs, capacity, executors, horizon_s=horizon) <= budget:
             return float(executors)
-    if first >= top or config.state_reload_s <= 0:
-        return target
-    # None keeps the budget, and a larger count moves more state: the count predicted to
-    # break it least, all compared over the longest change's horizon (ties: the fewest).
-    longest = max(horizon(n) for n in range(first, top + 1))
-    least = min(
-        range(first, top + 1),
-        key=lambda n: (predicted_latency(config, obs, capacity, n, horizon_s=longest), n),
-    )
-    return target if least >= top else float(least)
+    return target
 
 
 def carrying_count(config: PolicyConfig, obs: Observation, capacity: Capacity) -> int:
