@@ -34,6 +34,17 @@ It also gives, for the ``before onset`` seeds, the smallest count that, held fro
 before the onset, avoids the violation with the best switch at the first tick that sees the
 change (``needed``), next to `rate`'s count there.
 
+``--diagnose`` (issue 38) adds, for every seed a switch at or after the first tick that sees
+the change could have saved (the avoidable ones), how the latest rescue differs from `rate`
+(:func:`streamscale.autoscale.rescues.compare`: *hold* the count `rate` topped up, *no
+scale-down*, switch *sooner*, to *more* executors, or to *fewer* than `rate`'s larger step),
+and `rate`'s decisions from the tick before the one that sees the change to the first
+violation: count, reason, time lag, and the pause of its change (or, held, of a switch to the
+rescue's count) as `rate` priced it and as the simulated cluster applies it. ``--no-oracle``
+analyses every seed where `rate` breaks the objective without the oracle's search (on the
+family's sets the oracle keeps the objective wherever `rate` breaks it, so the split is the
+same, in a minute instead of hours).
+
 Deterministic; about 1 s a seed beyond the oracle's search (which the cache spares).
 """
 
@@ -51,7 +62,8 @@ from autoscaler_family import (
     parse_seeds,
     save_oracles,
 )
-from streamscale.autoscale import family, simulator
+from streamscale.autoscale import family, rescues, simulator
+from streamscale.autoscale.scale_cost import pause_for
 
 
 @dataclass(frozen=True)
@@ -201,6 +213,143 @@ def analyse(seed: int, scenario: simulator.Scenario, duration_s: int | None) -> 
     )
 
 
+@dataclass(frozen=True)
+class Step:
+    """One of `rate`'s decisions on the way to its first violation."""
+
+    t: int
+    current: int
+    desired: int
+    reason: str
+    time_lag_s: float
+    priced_pause_s: float | None
+    """The pause `rate` priced a change to ``desired`` (or, held, to the rescue's smallest
+    count) with: the base pause plus its priced reload of the state share it moves."""
+    true_pause_s: float | None
+    """The pause the simulated cluster would apply to that change at ``t`` (the state it
+    holds then)."""
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What the latest rescue of an avoidable violation does that `rate` did not, and
+    `rate`'s decisions from the first tick that sees the change to its first violation."""
+
+    limit: Limit
+    difference: rescues.Difference
+    steps: tuple[Step, ...]
+    interval_s: int
+
+
+def diagnose(
+    limit: Limit, scenario: simulator.Scenario, duration_s: int | None
+) -> Diagnosis | None:
+    """The diagnosis of an avoidable violation (None for a seed decided before the change
+    could be seen)."""
+    if limit.rescue is None or limit.latest_rescue is None or limit.before_onset:
+        return None
+    trace = family.render(family.draw(limit.seed, duration_s))
+    model = replace(scenario.model, seed=limit.seed)
+    config = scenario.policy_config(None)
+    run = simulator.simulate(trace, model, config)
+    interval = model.control_interval_s
+    ticks = (len(run.requested) + interval - 1) // interval
+    counts = tuple(run.requested[k * interval] for k in range(ticks))
+    difference = rescues.compare(
+        counts,
+        limit.latest_rescue // interval,
+        limit.rescue[1],
+        limit.first_violation // interval,
+    )
+    steps = []
+    processed = list(run.processed)
+    for d in run.decisions:
+        if d.t > limit.first_violation:
+            break
+        if d.t < max(limit.seen_at or 0, limit.latest_rescue - 3 * interval) - interval:
+            continue
+        done = sum(processed[: d.t])
+        to = d.desired if d.desired != d.current else max(d.current, difference.least)
+        priced = (
+            None
+            if d.reload_s is None or to == d.current
+            else pause_for(config.restart_pause_s, d.reload_s, d.current, to)
+        )
+        true = None if to == d.current else model.pause_s(d.current, to, done)
+        steps.append(
+            Step(d.t, d.current, d.desired, d.reason, run.time_lag_s[d.t - 1], priced, true)
+        )
+    return Diagnosis(limit, difference, tuple(steps), interval)
+
+
+def _step(s: Step) -> str:
+    move = f"{s.current}→{s.desired}" if s.desired != s.current else f"{s.current}"
+    pause = (
+        ""
+        if s.priced_pause_s is None or s.true_pause_s is None
+        else f", pause {s.priced_pause_s:.0f}/{s.true_pause_s:.0f} s"
+    )
+    return f"{s.t}: {move} {s.reason} τ {s.time_lag_s:.0f}{pause}"
+
+
+def print_diagnoses(found: list[Diagnosis]) -> None:
+    """One row per avoidable seed, then the tally by kind and by the reasons `rate` gave at
+    the ticks where the rescue differs from it."""
+    print(
+        "\n| seed | verdict | latest rescue | kind | `rate`'s decisions from the tick before the "
+        "first that sees the change to the first violation (t: count reason τ, pause priced / "
+        "true for the change or the rescue's count) |"
+    )
+    print("|---:|---|---|---|---|")
+    kinds: dict[str, list[int]] = {}
+    reasons: dict[str, int] = {}
+    underpriced: list[int] = []
+    for x in found:
+        d = x.difference
+        tick = d.tick * x.interval_s
+        rescue = f"{x.limit.latest_rescue} s: {d.was} → ≥ {d.least}"
+        print(
+            f"| {x.limit.seed} | {x.limit.verdict()} | {rescue} | {d.kind.value} | "
+            + "; ".join(_step(s) for s in x.steps)
+            + " |"
+        )
+        kinds.setdefault(d.kind.value, []).append(x.limit.seed)
+        # the decisions that stood in the way: from the rescue's tick to the change it avoids
+        # (hold, no scale-down) or to the tick that reached the rescuing count (sooner)
+        last = tick if d.change_tick is None else d.change_tick * x.interval_s
+        between = [s for s in x.steps if tick <= s.t <= max(tick, last)]
+        for s in between:
+            reasons[s.reason] = reasons.get(s.reason, 0) + 1
+        if any(
+            s.priced_pause_s is not None
+            and s.true_pause_s is not None
+            and s.priced_pause_s < s.true_pause_s - 1
+            for s in between
+        ):
+            underpriced.append(x.limit.seed)
+    print(
+        "\nBy kind: "
+        + "; ".join(f"{k} {len(v)} ({', '.join(map(str, v))})" for k, v in kinds.items())
+    )
+    print(
+        "`rate`'s reasons from the rescue's tick to the change it avoids or the tick that "
+        "reached a rescuing count: "
+        + ", ".join(f"{r} {n}" for r, n in sorted(reasons.items(), key=lambda i: -i[1]))
+    )
+    print(
+        "Seeds where a pause there was priced more than 1 s below the cluster's: "
+        f"{len(underpriced)} ({', '.join(map(str, underpriced)) or 'none'})"
+    )
+
+
+def _rate_violates(seed: int, scenario: simulator.Scenario, duration_s: int | None) -> bool:
+    """Whether `rate` breaks the objective on ``seed`` (the oracle not searched)."""
+    trace = family.render(family.draw(seed, duration_s))
+    model = replace(scenario.model, seed=seed)
+    run = simulator.simulate(trace, model, scenario.policy_config(None))
+    return run.summary.slo_violation_s > 0
+
+
 def _switch(x: Limit) -> str:
     """``from → counts`` at the latest rescue (``held``: keeping rate's count rescues)."""
     if x.rescue is None:
@@ -220,6 +369,18 @@ def main() -> int:
     parser.add_argument("--tuning", action="store_true")
     parser.add_argument("--scenario", default="generic", choices=simulator.SCENARIO_NAMES)
     parser.add_argument("--duration", type=int, default=None)
+    parser.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="for every avoidable violation, what its latest rescue does that rate did not, "
+        "and rate's decisions from the change to the violation",
+    )
+    parser.add_argument(
+        "--no-oracle",
+        action="store_true",
+        help="analyse every seed where rate breaks the objective, without the oracle's search "
+        "(a seed the oracle cannot keep either has no rescue: it reads 'before onset')",
+    )
     args = parser.parse_args()
     seeds = (
         list(family.TUNING_SEEDS) if args.tuning else args.seeds or list(family.EVALUATION_SEEDS)
@@ -231,15 +392,24 @@ def main() -> int:
     started = time.perf_counter()
     limits = []
     for seed in seeds:
+        if args.no_oracle:
+            if _rate_violates(seed, scenario, args.duration):
+                limits.append(analyse(seed, scenario, args.duration))
+            continue
         score = simulator.score_seed(
             seed, args.duration, scenario, oracle_summary=oracles.get(seed)
         )
         oracles[seed] = score.oracle
         if score.violates_beyond_oracle("rate"):
             limits.append(analyse(seed, scenario, args.duration))
-    save_oracles(cache, fingerprint, oracles)
+    if not args.no_oracle:
+        save_oracles(cache, fingerprint, oracles)
     print(f"`rate` on the {args.scenario} cluster, {len(seeds)} seeds: {len(limits)} break the")
-    print("objective where the oracle does not.\n")
+    print(
+        "objective (the oracle not searched).\n"
+        if args.no_oracle
+        else "objective where the oracle does not.\n"
+    )
     print(
         "| seed | violation s | first violating s | last change before it | first tick that "
         "sees it | latest rescue (a reversal allowed) | its switch | verdict | rate's count / "
@@ -265,6 +435,9 @@ def main() -> int:
         f"does; {len(limits) - len(early) - len(first)}: a later one could "
         f"({time.perf_counter() - started:.0f} s)."
     )
+    if args.diagnose:
+        found = [diagnose(x, scenario, args.duration) for x in limits]
+        print_diagnoses([x for x in found if x is not None])
     return 0
 
 

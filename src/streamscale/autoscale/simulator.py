@@ -255,6 +255,9 @@ class SimDecision:
     reason: str
     fixed_cost_s: float | None = None
     executor_rate: float | None = None
+    reload_s: float | None = None
+    """The whole state's reload time the policy priced the decision with (``rate``, ``lag``;
+    None for the others)."""
 
 
 @dataclass(frozen=True)
@@ -576,6 +579,7 @@ def _decider(strategy: Strategy, model: ClusterModel, first_rate: float) -> tupl
             decision.reason.value,
             None if fit is None else fit.fixed_cost_s,
             None if fit is None else fit.rate,
+            reload_s,
         )
 
     return initial, decide

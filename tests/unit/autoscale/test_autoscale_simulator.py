@@ -381,3 +381,20 @@ def test_the_demo_profile_scales_out_on_the_burst_and_in_after_it() -> None:
     actions = [(d.t, d.current, d.desired) for d in result.decisions if d.desired != d.current]
     assert [(c, d) for _, c, d in actions] == [(1, 2), (2, 1)]
     assert 36 <= actions[0][0] <= 36 + 2 * simulator.DEMO.model.control_interval_s
+
+
+def test_rate_decisions_carry_the_reload_they_priced() -> None:
+    # a stateful query: 0 priced before any change, then the whole state's reload as the
+    # first change measured it (scaled by the state's growth); plans and fixed counts price none
+    model = replace(
+        EXACT, state_bytes_per_record=250.0, state_max_bytes=2e9, reload_bytes_per_s=25e6
+    )
+    result = simulator.simulate(flat(800, 300, then=4000, at=60), model, RATE)
+    changes = [d for d in result.decisions if d.desired != d.current]
+    assert changes
+    first = changes[0]
+    assert all(d.reload_s == 0.0 for d in result.decisions if d.t <= first.t)
+    after = [d.reload_s for d in result.decisions if d.t > first.t + model.start_delay_s + 10]
+    assert after and all(r is not None and r > 0 for r in after)
+    planned = simulator.simulate(flat(800, 60), model, simulator.Plan((1, 2, 2, 2, 2, 2)))
+    assert {d.reload_s for d in planned.decisions} == {None}
