@@ -51,6 +51,7 @@ Deterministic; about 1 s a seed beyond the oracle's search (which the cache spar
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -62,7 +63,7 @@ from autoscaler_family import (
     parse_seeds,
     save_oracles,
 )
-from streamscale.autoscale import family, rescues, simulator
+from streamscale.autoscale import family, policy, rescues, simulator
 from streamscale.autoscale.scale_cost import pause_for
 
 
@@ -166,17 +167,44 @@ def _latest(
     return None, []
 
 
-def analyse(seed: int, scenario: simulator.Scenario, duration_s: int | None) -> Limit:
-    """The latest rescues of `rate`'s run on ``seed`` and the onset before its violation."""
+@dataclass(frozen=True)
+class RateRun:
+    """`rate`'s run on a seed of the family, and what it ran on."""
+
+    recipe: family.Recipe
+    trace: simulator.Trace
+    model: simulator.ClusterModel
+    config: policy.PolicyConfig
+    run: simulator.SimResult
+    counts: tuple[int, ...]
+    """Its count at each control tick."""
+
+
+@functools.cache
+def rate_run(seed: int, scenario: simulator.Scenario, duration_s: int | None) -> RateRun:
+    """`rate` on ``seed`` (simulated once a seed: the split, ``--no-oracle`` and
+    ``--diagnose`` all read it)."""
     recipe = family.draw(seed, duration_s)
     trace = family.render(recipe)
     model = replace(scenario.model, seed=seed)
     config = scenario.policy_config(None)
     run = simulator.simulate(trace, model, config)
+    return RateRun(recipe, trace, model, config, run, run.tick_counts(model.control_interval_s))
+
+
+def analyse(seed: int, scenario: simulator.Scenario, duration_s: int | None) -> Limit:
+    """The latest rescues of `rate`'s run on ``seed`` and the onset before its violation."""
+    r = rate_run(seed, scenario, duration_s)
+    recipe, trace, model, config, run, counts = (
+        r.recipe,
+        r.trace,
+        r.model,
+        r.config,
+        r.run,
+        r.counts,
+    )
     interval = model.control_interval_s
-    seconds = len(trace.per_second())
-    ticks = (seconds + interval - 1) // interval
-    counts = tuple(run.requested[k * interval] for k in range(ticks))
+    ticks = len(counts)
     replayed = simulator.simulate(trace, model, simulator.Plan(counts, "rate")).summary
     if replayed != run.summary:
         raise RuntimeError(f"seed {seed}: the plan of rate's counts does not replay its run")
@@ -248,15 +276,11 @@ def diagnose(
     could be seen)."""
     if limit.rescue is None or limit.latest_rescue is None or limit.before_onset:
         return None
-    trace = family.render(family.draw(limit.seed, duration_s))
-    model = replace(scenario.model, seed=limit.seed)
-    config = scenario.policy_config(None)
-    run = simulator.simulate(trace, model, config)
+    r = rate_run(limit.seed, scenario, duration_s)
+    model, config, run = r.model, r.config, r.run
     interval = model.control_interval_s
-    ticks = (len(run.requested) + interval - 1) // interval
-    counts = tuple(run.requested[k * interval] for k in range(ticks))
     difference = rescues.compare(
-        counts,
+        r.counts,
         limit.latest_rescue // interval,
         limit.rescue[1],
         limit.first_violation // interval,
@@ -342,14 +366,6 @@ def print_diagnoses(found: list[Diagnosis]) -> None:
     )
 
 
-def _rate_violates(seed: int, scenario: simulator.Scenario, duration_s: int | None) -> bool:
-    """Whether `rate` breaks the objective on ``seed`` (the oracle not searched)."""
-    trace = family.render(family.draw(seed, duration_s))
-    model = replace(scenario.model, seed=seed)
-    run = simulator.simulate(trace, model, scenario.policy_config(None))
-    return run.summary.slo_violation_s > 0
-
-
 def _switch(x: Limit) -> str:
     """``from → counts`` at the latest rescue (``held``: keeping rate's count rescues)."""
     if x.rescue is None:
@@ -393,7 +409,7 @@ def main() -> int:
     limits = []
     for seed in seeds:
         if args.no_oracle:
-            if _rate_violates(seed, scenario, args.duration):
+            if rate_run(seed, scenario, args.duration).run.summary.slo_violation_s > 0:
                 limits.append(analyse(seed, scenario, args.duration))
             continue
         score = simulator.score_seed(

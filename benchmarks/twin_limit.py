@@ -105,8 +105,9 @@ class Beaten:
         return bool(self.bets) and all(b.decided is not None for b in self.bets)
 
 
-def _counts(run: simulator.SimResult, interval: int, ticks: int) -> tuple[int, ...]:
-    return tuple(run.requested[k * interval] for k in range(ticks))
+def _held(theirs: tuple[int, ...], f_tick: int, ticks: int) -> tuple[int, ...]:
+    """The peer's counts up to tick ``f_tick``, then its count there held, ``ticks`` in all."""
+    return (theirs[: f_tick + 1] + (theirs[f_tick],) * max(0, ticks - f_tick - 1))[:ticks]
 
 
 def _bet(
@@ -114,6 +115,7 @@ def _bet(
     model: simulator.ClusterModel,
     buy: twins.Buy,
     theirs: tuple[int, ...],
+    their_cost: float,
     top: int,
     horizon_s: int,
 ) -> Bet:
@@ -128,7 +130,7 @@ def _bet(
         ticks = math.ceil(len(twin.per_second()) / interval)
         if f_tick >= ticks:
             continue
-        held = theirs[: f_tick + 1] + (theirs[f_tick],) * (ticks - f_tick - 1)
+        held = _held(theirs, f_tick, ticks)
         run = simulator.simulate(twin, model, simulator.Plan(held, "held"))
         first = next((t for t, x in enumerate(run.time_lag_s) if x > target + 1e-9), None)
         if first is None:
@@ -145,8 +147,7 @@ def _bet(
             back = k + math.ceil(model.reversal_window_s / interval)
             bought = tuple(min(counts) if k <= j < back else n for j, n in enumerate(theirs))
             plan = simulator.simulate(trace, model, simulator.Plan(bought, "bought")).summary
-            ours = simulator.simulate(trace, model, simulator.Plan(theirs, "held")).summary
-            price = plan.executor_seconds - ours.executor_seconds
+            price = plan.executor_seconds - their_cost
         return Bet(
             buy,
             f,
@@ -171,13 +172,13 @@ def _deferrable(
     interval = model.control_interval_s
     twin, _ = twins.twin_trace(trace, f_tick * interval, model.latest_window_s, horizon_s)
     ticks = math.ceil(len(twin.per_second()) / interval)
-    held = theirs[: f_tick + 1] + (theirs[f_tick],) * max(0, ticks - f_tick - 1)
-    run = simulator.simulate(twin, model, simulator.Plan(held[:ticks], "held"))
+    held = _held(theirs, f_tick, ticks)
+    run = simulator.simulate(twin, model, simulator.Plan(held, "held"))
     target = model.target_time_lag_s
     first = next((t for t, x in enumerate(run.time_lag_s) if x > target + 1e-9), None)
     if first is None:
         return HELD_KEEPS_IT
-    latest, _ = _latest(twin, model, held[:ticks], first, top, reversals=False)
+    latest, _ = _latest(twin, model, held, first, top, reversals=False)
     return latest
 
 
@@ -189,7 +190,6 @@ def analyse_seed(
     model = dataclasses.replace(scenario.model, seed=seed)
     config = scenario.policy_config()
     interval = model.control_interval_s
-    ticks = math.ceil(len(trace.per_second()) / interval)
     top = min(config.max_executors, model.usable_executors)
     runs = {
         name: simulator.simulate(trace, model, simulator.resolve(name, config, trace, model))
@@ -213,13 +213,13 @@ def analyse_seed(
             verdict = f"both break the objective ({theirs.slo_violation_s} s)"
             found.append(Beaten(seed, name, rate, theirs, verdict, ()))
             continue
-        counts = _counts(runs[name], interval, ticks)
+        counts = runs[name].tick_counts(interval)
         replayed = simulator.simulate(trace, model, simulator.Plan(counts, name)).summary
         if replayed != theirs:
             raise RuntimeError(f"seed {seed}: the plan of {name}'s counts does not replay its run")
         bets = tuple(
-            _bet(trace, model, buy, counts, top, horizon_s)
-            for buy in twins.buys(_counts(runs["rate"], interval, ticks), counts)
+            _bet(trace, model, buy, counts, theirs.executor_seconds, top, horizon_s)
+            for buy in twins.buys(runs["rate"].tick_counts(interval), counts)
         )
         found.append(Beaten(seed, name, rate, theirs, "bets", bets))
     return found

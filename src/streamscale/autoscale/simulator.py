@@ -299,6 +299,12 @@ class SimResult:
     batches: tuple[BatchSample, ...] = field(compare=False)
     summary: Summary = field(compare=False)
 
+    def tick_counts(self, interval_s: int) -> tuple[int, ...]:
+        """The count requested at each control tick (``interval_s`` apart, from second 0): the
+        run as a :class:`Plan` replays it."""
+        ticks = (len(self.requested) + interval_s - 1) // interval_s
+        return tuple(self.requested[k * interval_s] for k in range(ticks))
+
 
 class _Cluster:
     """Mutable simulation state; ``copy()`` lets the oracle explore alternatives."""
