@@ -33,9 +33,11 @@ def work_unit(nodeid: str) -> str:
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With ``--dist loadscope``: the scopes are :func:`work_unit`'s (pytest-xdist's own
-    ``xdist_group`` marks do not reach its scheduler under pytest 9)."""
-    if config.getvalue("dist") != "loadscope":
+    """Whatever load distribution ``-n`` is given with (``make test``: ``--dist loadscope``;
+    a bare ``-n 2`` means ``load``, which would put the host harness on both workers), the
+    scopes are :func:`work_unit`'s (pytest-xdist's own ``xdist_group`` marks do not reach its
+    scheduler under pytest 9)."""
+    if config.getvalue("dist") == "each":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
