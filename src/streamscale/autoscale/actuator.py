@@ -50,7 +50,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -60,6 +60,8 @@ from streamscale.autoscale.state_placement import (
     LoadedState,
     SparkStateReader,
     StateReader,
+    locality_wait_s,
+    spark_time_s,
     spread_state,
 )
 from streamscale.errors import ConfigError, Error
@@ -304,8 +306,9 @@ class SparkActuator:
     this an added executor gets state only when the scheduler happens to hand it a task (in
     docs/benchmarks.md, 4 of 8 partitions after 6 batches, whichever it was given). The spread
     runs from :meth:`running`, which the controller polls every step, until nothing is left
-    to move (a batch running meanwhile may report partitions back where it loaded them), at
-    most ``spread_attempts`` times. A scale-in likewise gives the partitions of the executors
+    to move once the batches that were running at its last move have reported (such a batch
+    may report partitions back where it loaded them), moving at most ``spread_attempts``
+    times. A scale-in likewise gives the partitions of the executors
     it removes to those it keeps, evenly, before the kill.
 
     For a partition to stay where it is (and where a spread puts it), a task must wait a
@@ -315,9 +318,13 @@ class SparkActuator:
     (None: left alone). With the project's ``spark.locality.wait=0s`` alone, a free executor
     takes a busy one's partition and the two reload it back and forth (docs/benchmarks.md).
     Node and rack waits stay 0: a stage waits that long at most once for the partitions of
-    a lost executor. A scale-in hands the victims' partitions over before the kill, and sets
-    the wait to 0 until the victims are gone and ``restore_wait_s`` passed (the next batch's
-    Kafka tasks may still prefer a victim), then back.
+    a lost executor. The wait is a floor: at most every ``adapt_every_s``, after a new
+    batch, it is set to twice the longest task of the last stateful stage
+    (``task_seconds``, by default the status store's) when that is more, up to 10 s: on a
+    busy machine tasks outlast the floor and would be taken by a free executor. A scale-in
+    hands the victims' partitions over before the kill, and sets the wait to 0 until the
+    victims are gone and ``restore_wait_s`` passed (the next batch's Kafka tasks may still
+    prefer a victim), then back.
     """
 
     def __init__(
@@ -330,6 +337,8 @@ class SparkActuator:
         spread_attempts: int = 5,
         process_locality_wait: str | None = STATE_LOCALITY_WAIT,
         restore_wait_s: float = 5.0,
+        task_seconds: Callable[[], Sequence[float]] | None = None,
+        adapt_every_s: float = 10.0,
     ) -> None:
         self._spark = spark
         self._sc = spark.sparkContext
@@ -340,6 +349,7 @@ class SparkActuator:
         self._spread_attempts = spread_attempts
         self._spread_due: int | None = None  # the executor count a due spread waits for
         self._spread_left = 0
+        self._spread_marks: dict[str, int] = {}  # query run id -> its last batch at a move
         self.spreads: list[Mapping[str, Mapping[int, str]]] = []  # what each spread moved
         self._lock = threading.Lock()
         conf = {str(k): str(v) for k, v in self._sc.getConf().getAll()}
@@ -348,6 +358,13 @@ class SparkActuator:
         self.max_executors = max_executors_from_conf(conf)
         self._wait_to_set = None if LOCALITY_WAIT_PROCESS in conf else process_locality_wait
         self._wait_set: str | None = None  # the wait this actuator set, once set
+        try:
+            self._wait_floor_s = spark_time_s(process_locality_wait or "0")
+        except ValueError as exc:
+            raise ConfigError(f"process_locality_wait: {exc} (say 1s or 500ms)") from None
+        self._task_seconds = task_seconds or (lambda: SparkStateReader(spark).task_seconds())
+        self._adapt_every_s = adapt_every_s
+        self._adapted: tuple[dict[str, int], float] = ({}, float("-inf"))  # (batches, when)
         self._restore_s = restore_wait_s
         self._restore_at: tuple[set[str], float] | None = None  # (victims, not before)
         self.target: int | None = None  # the last total applied, None before any apply
@@ -367,6 +384,39 @@ class SparkActuator:
         if self._restore_at is None or time.monotonic() < self._restore_at[1]:
             return False
         return not self._restore_at[0] & set(self.executor_ids(include_removing=True))
+
+    def _adapt_wait(self) -> None:
+        """Size the process locality wait from the last stateful stage's tasks, once a new
+        batch is done and ``adapt_every_s`` passed (a status store read, a few py4j calls)."""
+        batches, when = self._adapted
+        now = time.monotonic()
+        done = self._last_batches()
+        if now - when < self._adapt_every_s or not done or done == batches:
+            return
+        self._adapted = (done, now)
+        try:
+            seconds = self._task_seconds()
+        except Exception as exc:  # the status store no longer has the stage: next time
+            log.debug("task times unreadable: %s", _short(exc))
+            return
+        wait = f"{round(locality_wait_s(seconds, self._wait_floor_s) * 1000)}ms"
+        if self._wait_set is None or spark_time_s(wait) != spark_time_s(self._wait_set):
+            longest = max(seconds, default=0.0)
+            log.info("process locality wait %s (the longest task: %.1f s)", wait, longest)
+            self._set_conf(LOCALITY_WAIT_PROCESS, wait)
+            self._wait_set = wait
+
+    def _last_batches(self) -> dict[str, int]:
+        """Run id -> id of the last batch reported, for each active stateful query (empty
+        when none can be read)."""
+        try:
+            return {
+                str(q.runId): int(progress["batchId"])
+                for q in self._spark.streams.active
+                if (progress := q.lastProgress) and progress.get("stateOperators")
+            }
+        except Exception:  # no streaming queries manager (a stub), or the session is stopping
+            return {}
 
     def _stateful_query_runs(self) -> bool:
         try:
@@ -467,6 +517,8 @@ class SparkActuator:
         if self._restore_due():
             self._set_conf(LOCALITY_WAIT_PROCESS, self._wait_set or "0s")
             self._restore_at = None
+        elif self._wait_set is not None and self._restore_at is None:
+            self._adapt_wait()
         count = len(self.executor_ids())
         if self._spread_due is not None and count >= self._spread_due:
             self.spread()
@@ -490,10 +542,21 @@ class SparkActuator:
         if not all(hosts.values()):
             return {}
         moved = self._spread_over(hosts)
-        self._spread_left -= 1
-        if not any(moved.values()) or self._spread_left <= 0:
+        if any(moved.values()):
+            self._spread_marks = self._last_batches()
+            self._spread_left -= 1
+            if self._spread_left <= 0:
+                self._spread_due = None
+        elif self._spread_confirmed():
             self._spread_due = None
         return moved
+
+    def _spread_confirmed(self) -> bool:
+        """Whether every batch that was running at the last move has reported since: it may
+        have loaded a moved partition where it was, reporting it back there, so nothing to
+        move counts only once each query's batch after the mark is done (or it stopped)."""
+        done = self._last_batches()
+        return all(done.get(run_id, mark + 1) > mark for run_id, mark in self._spread_marks.items())
 
     # -- acting --------------------------------------------------------------------------
 
@@ -544,6 +607,7 @@ class SparkActuator:
             self.target = wanted
             if wanted > before:  # spread state once the added executors register
                 self._spread_due, self._spread_left = wanted, self._spread_attempts
+                self._spread_marks = {}
             else:  # nothing added, or a scale-in: the executors a spread waited for won't come
                 self._spread_due = None
             error = None

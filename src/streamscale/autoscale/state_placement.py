@@ -26,9 +26,12 @@ The pure parts (:class:`StatePartition`, :func:`placement_from_tasks`,
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from streamscale.settings import STATE_LOCALITY_WAIT_CAP_S
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -70,6 +73,32 @@ class TaskRecord:
     partition: int
     executor: str
     status: str
+    seconds: float | None = None  # its run time, None while it runs
+
+
+TIME_UNITS_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def spark_time_s(value: str, bare_unit_s: float = 1e-3) -> float:
+    """Seconds of a Spark time setting (``1s``, ``500ms``, ``2min``; a bare number is in
+    ``bare_unit_s``, milliseconds for the locality waits). Spark reads whole numbers only."""
+    found = re.fullmatch(r"(\d+)([a-z]*)", value.strip().lower())
+    if found is None or (found[2] and found[2] not in TIME_UNITS_S):
+        raise ValueError(f"not a Spark time: {value!r}")
+    return int(found[1]) * (TIME_UNITS_S[found[2]] if found[2] else bare_unit_s)
+
+
+def locality_wait_s(
+    task_seconds: Iterable[float], floor_s: float, cap_s: float = STATE_LOCALITY_WAIT_CAP_S
+) -> float:
+    """The process locality wait for a stateful stage whose last run's tasks took
+    ``task_seconds``: twice the longest, within ``floor_s`` and ``cap_s``, in tenths of a
+    second. An executor that is free takes another's pending task once the wait has passed
+    (Spark's delay scheduling); its state is then reloaded there, and back the next batch.
+    Executors of even shares finish about a task apart, so a wait of two tasks keeps each
+    partition where it is, also on a busy machine where tasks take longer than the floor."""
+    longest = max(task_seconds, default=0.0)
+    return round(min(cap_s, max(floor_s, 2 * longest)), 1)
 
 
 def placement_from_tasks(tasks: Iterable[TaskRecord]) -> dict[int, str]:
@@ -184,20 +213,44 @@ class SparkStateReader:
     def placement(self, run_id: str) -> dict[int, str]:
         """State partition → executor, from the newest succeeded stateful stage of the query
         whose run id is ``run_id`` (empty when none is found among its newest jobs)."""
+        placement: dict[int, str] = {}
+        for tasks in self._stateful_stages(run_id):
+            for p, e in placement_from_tasks(tasks).items():
+                placement.setdefault(p, e)
+        return placement
+
+    def task_seconds(self) -> list[float]:
+        """Run times of the succeeded tasks of each active stateful query's newest succeeded
+        stateful stages: what the process locality wait is sized from."""
+        out: list[float] = []
+        for query in self._spark.streams.active:
+            if (query.lastProgress or {}).get("stateOperators"):
+                for tasks in self._stateful_stages(str(query.runId)):
+                    out.extend(
+                        t.seconds
+                        for t in tasks
+                        if t.seconds is not None and t.status.upper() == "SUCCESS"
+                    )
+        return out
+
+    def _stateful_stages(self, run_id: str) -> list[list[TaskRecord]]:
+        """The task attempts of each stateful stage of the newest succeeded job of the query
+        whose run id is ``run_id`` that has one (newest stage first; empty when none is found
+        among its newest jobs)."""
         tracker = self._sc.statusTracker()
         jobs = sorted(tracker.getJobIdsForGroup(run_id), reverse=True)[: self._max_jobs]
         for job_id in jobs:
             job = tracker.getJobInfo(job_id)
             if job is None or str(job.status) != "SUCCEEDED":
                 continue
-            placement: dict[int, str] = {}
-            for stage_id in sorted(job.stageIds, reverse=True):
-                if self._is_stateful(stage_id):
-                    for p, e in placement_from_tasks(self._tasks(stage_id)).items():
-                        placement.setdefault(p, e)
-            if placement:
-                return placement
-        return {}
+            stages = [
+                list(self._tasks(stage_id))
+                for stage_id in sorted(job.stageIds, reverse=True)
+                if self._is_stateful(stage_id)
+            ]
+            if any(placement_from_tasks(tasks) for tasks in stages):
+                return stages
+        return []
 
     def sizes(self, checkpoint_root: str | None, partitions: Iterable[int]) -> dict[int, int]:
         """Partition → bytes under ``<checkpoint_root>/state/<operator>/<partition>``, summed
@@ -248,8 +301,13 @@ class SparkStateReader:
             return
         tasks = self._store().taskList(stage_id, info.currentAttemptId, info.numTasks * 4 + 16)
         for t in jvm.scala.jdk.javaapi.CollectionConverters.asJava(tasks):
+            duration = t.duration()
             yield TaskRecord(
-                int(t.taskId()), int(t.partitionId()), str(t.executorId()), str(t.status())
+                int(t.taskId()),
+                int(t.partitionId()),
+                str(t.executorId()),
+                str(t.status()),
+                int(duration.get()) / 1000 if duration.isDefined() else None,
             )
 
 

@@ -21,6 +21,7 @@ import json
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,23 @@ def _wait_batch(query: Any, after: int, timeout_s: float = 60) -> dict[str, Any]
             return dict(progress)
         time.sleep(0.05)
     raise TimeoutError(f"no batch after {after} in {timeout_s} s")
+
+
+def _wait_batch_started_after(query: Any, wall_s: float, timeout_s: float = 60) -> dict[str, Any]:
+    """The progress of the first batch whose trigger began after ``wall_s`` (epoch seconds):
+    a batch already running then may have run tasks on an executor since removed."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        progress = query.lastProgress
+        if progress is not None and _started(progress) > wall_s:
+            return dict(progress)
+        time.sleep(0.05)
+    raise TimeoutError(f"no batch started after {wall_s} in {timeout_s} s")
+
+
+def _started(progress: dict[str, Any]) -> float:
+    """A progress' trigger time (``timestamp``, ISO 8601 in UTC) in epoch seconds."""
+    return datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
 
 
 def _coordinator_placement(spark: Any, query: Any, partitions: int) -> dict[int, str | None]:
@@ -100,7 +118,7 @@ def scenario(data_dir: Path) -> dict[str, Any]:
                 counts.writeStream.outputMode("update")
                 .format("noop")
                 .option("checkpointLocation", str(data_dir / "checkpoint"))
-                .trigger(processingTime="2 seconds")
+                .trigger(processingTime="4 seconds")  # a gap between batches, also when busy
                 .start()
             )
             try:
@@ -123,8 +141,9 @@ def scenario(data_dir: Path) -> dict[str, Any]:
                     "removed": [list(r.as_tuple()) for r in result.removed],
                 }
                 out["newest_first"] = max(e.id for e in executors if e.id.isdigit())
+                out["batches_before_apply"] = [progress["batchId"], query.lastProgress["batchId"]]
                 actuator.wait_for(1, 30, include_removing=True)
-                after = _wait_batch(query, progress["batchId"])  # reloads what was removed
+                after = _wait_batch_started_after(query, time.time())  # reloads what was removed
                 state_op = after["stateOperators"][0]
                 out["after_batch"] = {
                     "batch": after["batchId"],
@@ -167,7 +186,12 @@ def test_scale_in_removes_the_executor_holding_least_state(tmp_path: Path) -> No
     assert result["down"]["ok"]
     assert result["down"]["killed"] == [cheapest]
     partitions, size = loaded.get(cheapest, [0, 0])
-    assert result["down"]["removed"] == [[cheapest, 0, partitions, size]]
+    [(victim, running, removed_partitions, removed_size)] = result["down"]["removed"]
+    assert (victim, running, removed_partitions) == (cheapest, 0, partitions)
+    # the apply reads the sizes again: the same unless a batch committed since the view
+    assert removed_size > 0
+    if len(set(result["batches_before_apply"])) == 1:
+        assert removed_size == size, result
 
     kept = next(e for e in executors if e != cheapest)
     assert {executor for _, executor, _ in result["after_view"]} == {kept}, (

@@ -12,7 +12,9 @@ from streamscale.autoscale.state_placement import (
     TaskRecord,
     is_stateful_graph,
     loaded_by_executor,
+    locality_wait_s,
     placement_from_tasks,
+    spark_time_s,
     spread_plan,
 )
 
@@ -127,3 +129,40 @@ def test_spread_plan_evens_out_with_fewest_moves(placement: dict[int, str], live
     kept = sum(min(h, q) for h, q in zip(held, quotas, strict=True))
     assert len(moves) == n - kept, "only what exceeds a quota (or was lost) moves"
     assert spread_plan(after, executors) == {}, "a second plan moves nothing"
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("1s", 1.0), ("500ms", 0.5), ("0", 0.0), ("3000", 3.0), (" 2min ", 120.0), ("0s", 0.0)],
+)
+def test_spark_time_s(value: str, seconds: float) -> None:
+    assert spark_time_s(value) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("value", ["1.5s", "1 sec", "s", "fast"])
+def test_spark_time_s_refuses_what_spark_refuses(value: str) -> None:
+    with pytest.raises(ValueError, match="Spark time"):
+        spark_time_s(value)
+
+
+@pytest.mark.parametrize(
+    ("tasks", "floor", "wait"),
+    [
+        ([], 1.0, 1.0),  # nothing read: the floor
+        ([0.1, 0.3, 0.2], 1.0, 1.0),  # an idle machine: tasks well under the floor
+        ([0.4, 1.3, 0.9], 1.0, 2.6),  # a busy one: two of its longest task
+        ([0.04], 0.0, 0.1),  # in tenths
+        ([30.0], 1.0, 10.0),  # capped: what a stage waits at most for a lost executor
+    ],
+)
+def test_locality_wait_s(tasks: list[float], floor: float, wait: float) -> None:
+    assert locality_wait_s(tasks, floor) == pytest.approx(wait)
+
+
+@given(st.lists(st.floats(0, 100)), st.floats(0, 5))
+def test_locality_wait_s_is_within_floor_and_cap_and_grows_with_the_longest(
+    tasks: list[float], floor: float
+) -> None:
+    wait = locality_wait_s(tasks, floor)
+    assert round(floor, 1) <= wait <= max(10.0, round(floor, 1))
+    assert locality_wait_s([*tasks, 101.0], floor) >= wait
