@@ -52,9 +52,9 @@ STATE_LOCALITY_WAIT = "1s"
 before running elsewhere: above a steady batch's imbalance between executors (without it, a
 free executor takes a busy one's state partition and both reload it back and forth, see
 docs/benchmarks.md), and short next to Spark's 3 s default. The autoscaler's actuator sets
-it in the running SparkContext once a stateful query runs, and raises it to twice the
-longest task of the query's last stateful stage when tasks take longer (a busy machine),
-up to ``STATE_LOCALITY_WAIT_CAP_S``."""
+it in the running SparkContext once a stateful query runs, and raises it to the time of
+the query's last stateful stage when that is longer (a busy machine), up to
+``STATE_LOCALITY_WAIT_CAP_S``."""
 
 STATE_LOCALITY_WAIT_CAP_S = 10.0
 """The longest process locality wait the actuator sets: what a stage waits at most for the

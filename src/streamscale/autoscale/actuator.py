@@ -306,10 +306,11 @@ class SparkActuator:
     this an added executor gets state only when the scheduler happens to hand it a task (in
     docs/benchmarks.md, 4 of 8 partitions after 6 batches, whichever it was given). The spread
     runs from :meth:`running`, which the controller polls every step, until nothing is left
-    to move once the batches that were running at its last move have reported (such a batch
-    may report partitions back where it loaded them), moving at most ``spread_attempts``
-    times. A scale-in likewise gives the partitions of the executors
-    it removes to those it keeps, evenly, before the kill.
+    to move, at most ``spread_attempts`` times, each after the batches that were running at
+    the last move have reported (such a batch may report partitions back where it loaded
+    them, and until then the placement read is the one before the move). A scale-in
+    likewise gives the partitions of the executors it removes to those it keeps, evenly,
+    before the kill.
 
     For a partition to stay where it is (and where a spread puts it), a task must wait a
     moment for its executor: ``process_locality_wait`` is set as ``spark.locality.wait.
@@ -319,12 +320,12 @@ class SparkActuator:
     takes a busy one's partition and the two reload it back and forth (docs/benchmarks.md).
     Node and rack waits stay 0: a stage waits that long at most once for the partitions of
     a lost executor. The wait is a floor: at most every ``adapt_every_s``, after a new
-    batch, it is set to twice the longest task of the last stateful stage
-    (``task_seconds``, by default the status store's) when that is more, up to 10 s: on a
-    busy machine tasks outlast the floor and would be taken by a free executor. A scale-in
-    hands the victims' partitions over before the kill, and sets the wait to 0 until the
-    victims are gone and ``restore_wait_s`` passed (the next batch's Kafka tasks may still
-    prefer a victim), then back.
+    batch, it is set to the last stateful stage's time (``stage_seconds``, by default from
+    the status store's tasks) when that is more, up to 10 s: on a busy machine one executor
+    is still at work more than the floor after another is done, which would take its task.
+    A scale-in hands the victims' partitions over before the kill, and sets the wait to 0
+    until the victims are gone and ``restore_wait_s`` passed (the next batch's Kafka tasks
+    may still prefer a victim), then back.
     """
 
     def __init__(
@@ -337,7 +338,7 @@ class SparkActuator:
         spread_attempts: int = 5,
         process_locality_wait: str | None = STATE_LOCALITY_WAIT,
         restore_wait_s: float = 5.0,
-        task_seconds: Callable[[], Sequence[float]] | None = None,
+        stage_seconds: Callable[[], Sequence[float]] | None = None,
         adapt_every_s: float = 10.0,
     ) -> None:
         self._spark = spark
@@ -362,7 +363,7 @@ class SparkActuator:
             self._wait_floor_s = spark_time_s(process_locality_wait or "0")
         except ValueError as exc:
             raise ConfigError(f"process_locality_wait: {exc} (say 1s or 500ms)") from None
-        self._task_seconds = task_seconds or (lambda: SparkStateReader(spark).task_seconds())
+        self._stage_seconds = stage_seconds or (lambda: SparkStateReader(spark).stage_seconds())
         self._adapt_every_s = adapt_every_s
         self._adapted: tuple[dict[str, int], float] = ({}, float("-inf"))  # (batches, when)
         self._restore_s = restore_wait_s
@@ -386,7 +387,7 @@ class SparkActuator:
         return not self._restore_at[0] & set(self.executor_ids(include_removing=True))
 
     def _adapt_wait(self) -> None:
-        """Size the process locality wait from the last stateful stage's tasks, once a new
+        """Size the process locality wait from the last stateful stages' time, once a new
         batch is done and ``adapt_every_s`` passed (a status store read, a few py4j calls)."""
         batches, when = self._adapted
         now = time.monotonic()
@@ -395,14 +396,14 @@ class SparkActuator:
             return
         self._adapted = (done, now)
         try:
-            seconds = self._task_seconds()
+            seconds = self._stage_seconds()
         except Exception as exc:  # the status store no longer has the stage: next time
-            log.debug("task times unreadable: %s", _short(exc))
+            log.debug("stage times unreadable: %s", _short(exc))
             return
         wait = f"{round(locality_wait_s(seconds, self._wait_floor_s) * 1000)}ms"
         if self._wait_set is None or spark_time_s(wait) != spark_time_s(self._wait_set):
             longest = max(seconds, default=0.0)
-            log.info("process locality wait %s (the longest task: %.1f s)", wait, longest)
+            log.info("process locality wait %s (the longest stateful stage: %.1f s)", wait, longest)
             self._set_conf(LOCALITY_WAIT_PROCESS, wait)
             self._wait_set = wait
 
@@ -541,20 +542,19 @@ class SparkActuator:
         hosts = _hosts(self.executors())
         if not all(hosts.values()):
             return {}
+        if not self._spread_landed():
+            return {}
         moved = self._spread_over(hosts)
-        if any(moved.values()):
-            self._spread_marks = self._last_batches()
-            self._spread_left -= 1
-            if self._spread_left <= 0:
-                self._spread_due = None
-        elif self._spread_confirmed():
+        self._spread_marks = self._last_batches()
+        self._spread_left -= 1
+        if not any(moved.values()) or self._spread_left <= 0:
             self._spread_due = None
         return moved
 
-    def _spread_confirmed(self) -> bool:
-        """Whether every batch that was running at the last move has reported since: it may
-        have loaded a moved partition where it was, reporting it back there, so nothing to
-        move counts only once each query's batch after the mark is done (or it stopped)."""
+    def _spread_landed(self) -> bool:
+        """Whether every batch that was running at the last move has reported since. Until
+        then the placement read is the one before the move, and that batch may load a moved
+        partition where it was and report it back there: the next check waits for it."""
         done = self._last_batches()
         return all(done.get(run_id, mark + 1) > mark for run_id, mark in self._spread_marks.items())
 

@@ -73,7 +73,21 @@ class TaskRecord:
     partition: int
     executor: str
     status: str
+    launched: float | None = None  # epoch seconds
     seconds: float | None = None  # its run time, None while it runs
+
+
+def stage_span_s(tasks: Iterable[TaskRecord]) -> float:
+    """Seconds from the first launch to the last finish of a stage's succeeded tasks (0 when
+    none is timed)."""
+    timed = [
+        (t.launched, t.launched + t.seconds)
+        for t in tasks
+        if t.status.upper() == "SUCCESS" and t.launched is not None and t.seconds is not None
+    ]
+    if not timed:
+        return 0.0
+    return max(end for _, end in timed) - min(start for start, _ in timed)
 
 
 TIME_UNITS_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -89,16 +103,17 @@ def spark_time_s(value: str, bare_unit_s: float = 1e-3) -> float:
 
 
 def locality_wait_s(
-    task_seconds: Iterable[float], floor_s: float, cap_s: float = STATE_LOCALITY_WAIT_CAP_S
+    stage_seconds: Iterable[float], floor_s: float, cap_s: float = STATE_LOCALITY_WAIT_CAP_S
 ) -> float:
-    """The process locality wait for a stateful stage whose last run's tasks took
-    ``task_seconds``: twice the longest, within ``floor_s`` and ``cap_s``, in tenths of a
-    second. An executor that is free takes another's pending task once the wait has passed
-    (Spark's delay scheduling); its state is then reloaded there, and back the next batch.
-    Executors of even shares finish about a task apart, so a wait of two tasks keeps each
-    partition where it is, also on a busy machine where tasks take longer than the floor."""
-    longest = max(task_seconds, default=0.0)
-    return round(min(cap_s, max(floor_s, 2 * longest)), 1)
+    """The process locality wait for stateful stages whose last runs took ``stage_seconds``
+    (first launch to last finish): the longest, within ``floor_s`` and ``cap_s``, in tenths
+    of a second. An executor that is free takes another's pending task once the wait has
+    passed since it was first refused (Spark's delay scheduling), and the state is then
+    reloaded there, and back the next batch. How long one executor still has work when
+    another is done is less than the stage, so a wait of the stage keeps each partition
+    where it is, also on a busy machine where the stage outlasts the floor."""
+    longest = max(stage_seconds, default=0.0)
+    return round(min(cap_s, max(floor_s, longest)), 1)
 
 
 def placement_from_tasks(tasks: Iterable[TaskRecord]) -> dict[int, str]:
@@ -219,19 +234,15 @@ class SparkStateReader:
                 placement.setdefault(p, e)
         return placement
 
-    def task_seconds(self) -> list[float]:
-        """Run times of the succeeded tasks of each active stateful query's newest succeeded
+    def stage_seconds(self) -> list[float]:
+        """First launch to last finish of each active stateful query's newest succeeded
         stateful stages: what the process locality wait is sized from."""
-        out: list[float] = []
-        for query in self._spark.streams.active:
-            if (query.lastProgress or {}).get("stateOperators"):
-                for tasks in self._stateful_stages(str(query.runId)):
-                    out.extend(
-                        t.seconds
-                        for t in tasks
-                        if t.seconds is not None and t.status.upper() == "SUCCESS"
-                    )
-        return out
+        return [
+            stage_span_s(tasks)
+            for query in self._spark.streams.active
+            if (query.lastProgress or {}).get("stateOperators")
+            for tasks in self._stateful_stages(str(query.runId))
+        ]
 
     def _stateful_stages(self, run_id: str) -> list[list[TaskRecord]]:
         """The task attempts of each stateful stage of the newest succeeded job of the query
@@ -307,6 +318,7 @@ class SparkStateReader:
                 int(t.partitionId()),
                 str(t.executorId()),
                 str(t.status()),
+                int(t.launchTime().getTime()) / 1000,
                 int(duration.get()) / 1000 if duration.isDefined() else None,
             )
 

@@ -220,23 +220,25 @@ def test_a_scale_out_spreads_state_once_the_added_executor_registers() -> None:
     assert len(actuator.calls) == 2 and actuator.spreads == [{"q": {4: "1"}}, {"q": {}}]
 
 
-def test_a_spread_is_done_only_once_the_batch_running_at_its_move_has_reported() -> None:
+def test_a_spread_is_checked_again_only_once_the_batch_running_at_its_move_has_reported() -> None:
     """A batch running at the move may load a moved partition where it was and report it
-    back there: "nothing to move" before that batch is done does not end the spread."""
-    actuator = _ScalingActuator([{"q": {7: "1"}}, {}, {"q": {7: "1"}}, {}])
+    back there, and until it is done the placement read is the one before the move."""
+    actuator = _ScalingActuator([{"q": {7: "1"}}, {"q": {7: "1"}}, {}])
     query = SimpleNamespace(runId="q", lastProgress={"batchId": 10, "stateOperators": [{}]})
     actuator._spark = SimpleNamespace(streams=SimpleNamespace(active=[query]))  # type: ignore[assignment]
     actuator.apply(2)
     actuator.registered = 2
     actuator.running()  # moves 7 while batch 11 runs
-    actuator.running()  # nothing to move yet: batch 11 has not reported
-    assert len(actuator.calls) == 2 and actuator._spread_due == 2, "still due"
+    actuator.running()
+    assert len(actuator.calls) == 1 and actuator._spread_due == 2, "waits for batch 11"
     query.lastProgress = {"batchId": 11, "stateOperators": [{}]}
     actuator.running()  # batch 11 reported 7 back where it loaded it: moved again
-    query.lastProgress = {"batchId": 12, "stateOperators": [{}]}
-    actuator.running()  # nothing to move, the batch after the move is done
     actuator.running()
-    assert len(actuator.calls) == 4 and actuator._spread_due is None
+    assert len(actuator.calls) == 2, "waits for batch 12"
+    query.lastProgress = {"batchId": 12, "stateOperators": [{}]}
+    actuator.running()  # nothing to move: done
+    actuator.running()
+    assert len(actuator.calls) == 3 and actuator._spread_due is None
 
 
 def test_a_spread_gives_up_after_its_attempts_and_a_scale_in_cancels_it() -> None:
@@ -327,35 +329,35 @@ def test_the_process_locality_wait_is_set_once_a_stateful_query_runs(
     assert recorder.set_calls == expected
 
 
-def test_the_wait_follows_the_longest_stateful_task_after_each_new_batch() -> None:
+def test_the_wait_follows_the_stateful_stage_after_each_new_batch() -> None:
     spark, recorder = _session({}, {"batchId": 3, "stateOperators": [{}]})
     query = spark.streams.active[0]
     query.runId = "q"
-    tasks = [0.2, 0.4]
+    stages = [0.4]
     reads: list[int] = []
 
-    def task_seconds() -> list[float]:
+    def stage_seconds() -> list[float]:
         reads.append(1)
-        return list(tasks)
+        return list(stages)
 
     actuator = SparkActuator(
         spark,
         state_reader=dict,
         spreader=lambda hosts: {},
-        task_seconds=task_seconds,
+        stage_seconds=stage_seconds,
         adapt_every_s=0,
     )
     actuator.executor_ids = lambda **_: ["0"]  # type: ignore[method-assign]
     key = "spark.locality.wait.process"
-    actuator.running()  # set at its floor; tasks under it: left there
+    actuator.running()  # set at its floor; the stage under it: left there
     assert recorder.set_calls == [(key, "1s")] and len(reads) == 1
-    tasks[:] = [0.5, 1.6]  # the machine got busy
+    stages[:] = [3.2, 0.5]  # the machine got busy
     actuator.running()
     assert len(reads) == 1, "read once a batch"
     query.lastProgress = {"batchId": 4, "stateOperators": [{}]}
     actuator.running()
     assert recorder.set_calls[-1] == (key, "3200ms")
-    tasks[:] = [0.3]
+    stages[:] = [0.3]
     query.lastProgress = {"batchId": 5, "stateOperators": [{}]}
     actuator.running()
     assert recorder.set_calls[-1] == (key, "1000ms") and len(recorder.set_calls) == 3

@@ -16,6 +16,7 @@ from streamscale.autoscale.state_placement import (
     placement_from_tasks,
     spark_time_s,
     spread_plan,
+    stage_span_s,
 )
 
 
@@ -146,23 +147,43 @@ def test_spark_time_s_refuses_what_spark_refuses(value: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("tasks", "floor", "wait"),
+    ("tasks", "span"),
+    [
+        ([], 0.0),
+        ([TaskRecord(1, 0, "0", "RUNNING", 10.0)], 0.0),  # not done: not timed
+        (
+            [
+                TaskRecord(1, 0, "0", "SUCCESS", 10.0, 0.5),
+                TaskRecord(2, 1, "1", "SUCCESS", 10.2, 1.3),
+                TaskRecord(3, 2, "0", "SUCCESS", 10.5, 0.4),
+                TaskRecord(4, 3, "1", "FAILED", 9.0, 5.0),  # a failed attempt: left out
+            ],
+            1.5,
+        ),
+    ],
+)
+def test_stage_span_s(tasks: list[TaskRecord], span: float) -> None:
+    assert stage_span_s(tasks) == pytest.approx(span)
+
+
+@pytest.mark.parametrize(
+    ("stages", "floor", "wait"),
     [
         ([], 1.0, 1.0),  # nothing read: the floor
-        ([0.1, 0.3, 0.2], 1.0, 1.0),  # an idle machine: tasks well under the floor
-        ([0.4, 1.3, 0.9], 1.0, 2.6),  # a busy one: two of its longest task
-        ([0.04], 0.0, 0.1),  # in tenths
+        ([0.3, 0.6], 1.0, 1.0),  # an idle machine: the stage well under the floor
+        ([2.6, 0.9], 1.0, 2.6),  # a busy one: the longest stage
+        ([0.04], 0.0, 0.0),  # in tenths
         ([30.0], 1.0, 10.0),  # capped: what a stage waits at most for a lost executor
     ],
 )
-def test_locality_wait_s(tasks: list[float], floor: float, wait: float) -> None:
-    assert locality_wait_s(tasks, floor) == pytest.approx(wait)
+def test_locality_wait_s(stages: list[float], floor: float, wait: float) -> None:
+    assert locality_wait_s(stages, floor) == pytest.approx(wait)
 
 
 @given(st.lists(st.floats(0, 100)), st.floats(0, 5))
 def test_locality_wait_s_is_within_floor_and_cap_and_grows_with_the_longest(
-    tasks: list[float], floor: float
+    stages: list[float], floor: float
 ) -> None:
-    wait = locality_wait_s(tasks, floor)
+    wait = locality_wait_s(stages, floor)
     assert round(floor, 1) <= wait <= max(10.0, round(floor, 1))
-    assert locality_wait_s([*tasks, 101.0], floor) >= wait
+    assert locality_wait_s([*stages, 101.0], floor) >= wait
