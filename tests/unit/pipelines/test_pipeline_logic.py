@@ -172,6 +172,37 @@ def test_dead_letter_names_and_sql_literals() -> None:
     assert "'not_json'" in error and "'wrong_type'" in error and "'missing_field'" in error
 
 
+def test_the_sql_purchase_pattern_is_the_python_one_in_javas_dialect() -> None:
+    import re
+
+    from streamscale.pipelines.enrichment import sql_purchase_pattern
+
+    java = sql_purchase_pattern()
+    assert "(?P<" not in java and java.endswith(r"\z") and java.startswith("^")
+    # The same language: Python's re reads \z as \Z (the end of the text, no line break).
+    python = re.compile(java.removesuffix(r"\z") + r"\Z")
+    for text, groups in [
+        ('{"id":12,"price":3.50}', ("12", "3.50")),
+        ('{"id":-7,"price":-0.05}', ("-7", "-0.05")),
+        ('{"id":12,"price":3.50}\n', None),
+        ('{"id":012,"price":3.50}', None),
+        ('{"id":1,"price":3.5}', None),
+        ('{"id":1,"price":123456789.00}', None),
+    ]:
+        match = python.match(text)
+        assert (match.groups() if match else None) == groups
+        ref = re.match(pb.PURCHASE_PATTERN.removesuffix("$") + r"\Z", text)
+        assert (ref.group("id", "price") if ref else None) == groups
+
+
+def test_dead_letter_headers_sql_lists_the_headers_in_order() -> None:
+    sql = dl.headers_sql("e", "d", "t", "p", "o")
+    keys = [dl.HEADER_ERROR, dl.HEADER_DETAIL, dl.HEADER_TOPIC, dl.HEADER_PARTITION]
+    at = [sql.index(f"'{k}'") for k in [*keys, dl.HEADER_OFFSET]]
+    assert at == sorted(at) and sql.startswith("array(named_struct(")
+    assert "CAST(CAST(p AS STRING) AS BINARY)" in sql and "CAST(e AS BINARY)" in sql
+
+
 @pytest.mark.parametrize(
     ("sizes", "dead"), [([], []), ([0], [0]), ([3], [0]), ([2, 0, 4], [1, 0, 2]), ([0], [3])]
 )
