@@ -24,7 +24,7 @@ docs:
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d build/site
 
 test: lint docs
-	$(BIN)/pytest -q -p no:cacheprovider --durations=30 tests
+	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadscope --durations=30 tests
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache
