@@ -14,7 +14,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from streamscale.errors import ConfigError
 from streamscale.kafka.offsets import OffsetError, Offsets, TopicPartition, from_json, parse_assign
@@ -208,6 +208,17 @@ class SinkOptions:
     delivery: Delivery = "at-least-once"
     role: str = "out"
     marker_topic: str = MARKER_TOPIC
+
+
+HEADERS_TYPE: Final = "ARRAY<STRUCT<key: STRING, value: BINARY>>"
+"""The ``headers`` column of Kafka rows (both sources' and the sink's), as Spark SQL types it."""
+
+
+def headers_arrow_type() -> Any:
+    """:data:`HEADERS_TYPE` as an Arrow type."""
+    import pyarrow as pa
+
+    return pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
 def parse_sink(options: Mapping[str, str], columns: list[str]) -> SinkOptions:

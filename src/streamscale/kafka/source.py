@@ -54,7 +54,7 @@ from streamscale.kafka.offsets import (
     to_json,
     tp_names,
 )
-from streamscale.kafka.options import SourceOptions
+from streamscale.kafka.options import SourceOptions, headers_arrow_type
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +268,7 @@ def arrow_batch(messages: list[Any], topic: str, partition: int, include_headers
             [{"key": k, "value": v} for k, v in hs] if (hs := m.headers()) else None
             for m in messages
         ]
-        header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+        header_type = headers_arrow_type()
         arrays.append(pa.array(headers, header_type))
     return pa.RecordBatch.from_arrays(arrays, names=source_schema(include_headers).names)
 

@@ -66,7 +66,7 @@ from typing import Any, Final
 from streamscale.errors import ConfigError, KafkaRequestError
 from streamscale.kafka.admin import TopicSpec, query_watermarks
 from streamscale.kafka.client import DeliveryError, producer_config
-from streamscale.kafka.options import MARKER_TOPIC
+from streamscale.kafka.options import HEADERS_TYPE, MARKER_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -394,9 +394,17 @@ FLUSH_TIMEOUT_S: Final = 120.0
 
 
 JVM_WRITER: Final = "io.streamscale.operators.TransactionalWriter"
-JVM_ROWS: Final = "key BINARY, value BINARY, topic STRING, counts STRING"
-"""The rows :func:`write_in_jvm` takes: sink rows (``counts`` null), and pass-through rows
-whose ``counts`` (a task's text, not written) come back to the driver."""
+JVM_COLUMNS: Final = (
+    ("key", "BINARY"),
+    ("value", "BINARY"),
+    ("topic", "STRING"),
+    ("counts", "STRING"),
+    ("headers", HEADERS_TYPE),
+)
+JVM_ROWS: Final = ", ".join(f"{name} {kind}" for name, kind in JVM_COLUMNS)
+"""The rows :func:`write_in_jvm` takes: sink rows (``counts`` null; ``headers`` null or the
+record's Kafka headers), and pass-through rows whose ``counts`` (a task's text, not written)
+come back to the driver."""
 
 
 def write_in_jvm(

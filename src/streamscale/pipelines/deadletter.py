@@ -11,10 +11,10 @@ Kafka headers naming what went wrong and where it came from:
     source.partition  its partition (decimal text)
     source.offset     its offset (decimal text)
 
-The error codes and the checks of a JSON record are Spark SQL (the enrichment checks its
-referential records with them); the dead letters themselves are built as Arrow rows
-(:func:`dead_letter_batch`) by whoever found the record, and written with the Kafka sink's
-producer.
+The error codes and the checks of a JSON record are Spark SQL (the enrichment checks both
+its topics' records with them); the dead letters themselves are built as Arrow rows
+(:func:`dead_letter_batch`) or as Spark SQL (:func:`headers_sql`, the enrichment's purchases)
+by whoever found the record, and written with the Kafka sink's producer.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from streamscale.errors import RecordError
+from streamscale.kafka.options import headers_arrow_type
 
 NOT_JSON: Final = "not_json"
 WRONG_TYPE: Final = "wrong_type"
@@ -147,6 +148,24 @@ def json_detail_sql(
     )
 
 
+def headers_sql(error: str, detail: str, topic: str, partition: str, offset: str) -> str:
+    """Spark SQL: a dead letter's headers (the ones above, in :func:`dead_letter_batch`'s
+    order) from SQL expressions of its error code, detail, source topic, partition and
+    offset."""
+    pairs = (
+        (HEADER_ERROR, error),
+        (HEADER_DETAIL, detail),
+        (HEADER_TOPIC, topic),
+        (HEADER_PARTITION, f"CAST({partition} AS STRING)"),
+        (HEADER_OFFSET, f"CAST({offset} AS STRING)"),
+    )
+    items = ", ".join(
+        f"named_struct('key', {sql_str(name)}, 'value', CAST({value} AS BINARY))"
+        for name, value in pairs
+    )
+    return f"array({items})"
+
+
 # --- dead letters built in Python (Arrow rows for the sink) --------------------------------
 
 
@@ -177,13 +196,12 @@ def dead_letter_batch(letters: Sequence[DeadLetter], dlq_topic: str) -> Any:
         ]
         for d in letters
     ]
-    header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
     return pa.RecordBatch.from_arrays(
         [
             pa.array([d.key for d in letters], pa.binary()),
             pa.array([d.value for d in letters], pa.binary()),
             pa.array([dlq_topic] * len(letters), pa.string()),
-            pa.array(headers, header_type),
+            pa.array(headers, headers_arrow_type()),
         ],
         names=["key", "value", "topic", "headers"],
     )

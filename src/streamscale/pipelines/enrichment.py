@@ -31,12 +31,16 @@ the table, pending versions included, is in the state store.
 **How: a table sharded in Spark's state store** (issue 22; the Kafka Streams KTable with its
 repartition topic). One query reads both topics (two Kafka sources, one checkpoint):
 
-1. each task parses what it read as Arrow columns (``mapInArrow``, :class:`ParseTask`):
-   purchases vectorized (:func:`.purchase_batches.parse`), referential records as Spark SQL
-   checked them (:func:`parse_referential`, the definition of a good one); it writes the bad
-   records of either topic to the dead-letter topic and returns one row per usable purchase
-   or referential version keyed by product id, plus a row of counts (gathered by Spark's
-   ``observe`` into the batch's progress);
+1. each task parses what it read. Purchases in Spark SQL, with no Python worker
+   (:func:`parse_purchases`: the answers of :func:`.purchase_batches.parse`, a differential
+   test checks them): one row per purchase keyed by product id, a bad one as its dead
+   letter (original bytes and headers) keyed by its offset. Referential records as Spark
+   SQL checked them (:func:`parse_referential`, the definition of a good one), then in a
+   Python task (``mapInArrow``, :class:`ParseTask`, only where the referential has new
+   records), which writes their dead letters and returns one row per version (the name as
+   the JSON text the output carries) and a row of counts (gathered by Spark's ``observe``
+   into the batch's progress). Measured (docs/sustainable.md): with the purchases' hand-off
+   to Python and back gone, a batch at 10,000 purchases/s took 1.0 s instead of 1.6 s;
 2. ONE shuffle by product id into the table operator (``jvm/operators``,
    ``io.streamscale.operators.ReferentialTable``: Spark's ``flatMapGroupsWithState`` in
    Java, no timeout, called through py4j). Its state, one entry per product in the state
@@ -44,11 +48,13 @@ repartition topic). One query reads both topics (two Kafka sources, one checkpoi
    state partitions spread over the executors), is the folded name and the pending versions;
    per product of a batch it appends the batch's versions (log order), folds at the
    watermark, names the batch's purchases by the as-of rule above and writes the entry back
-   only if it changed. JVM code only: no Python call per key;
-3. ``foreachBatch`` runs a second ``mapInArrow`` over the named purchases
-   (:func:`.purchase_batches.output`: the JSON records joined column-wise) that writes them
-   to ``achats-enrichis`` with the project's producer, on the executors (exactly-once: it
-   yields them to the JVM's transactional writer, below).
+   only if it changed. JVM code only: no Python call per key. The bad purchases pass
+   through untouched;
+3. ``foreachBatch`` runs a ``mapInArrow`` over the operator's output (:class:`WriteTask`)
+   that writes the named purchases (:func:`.purchase_batches.output`: the JSON records
+   joined column-wise) to ``achats-enrichis`` and the bad purchases to the dead-letter
+   topic with the project's producer, on the executors (exactly-once: it yields them to
+   the JVM's transactional writer, below), counting the purchases as it goes.
 
 The driver keeps nothing between batches; it reads no checkpoint file of its own. Chosen by
 measurement (``docs/scaling.md``): PySpark's ``applyInPandasWithState`` over the same shuffle
@@ -71,9 +77,10 @@ progress's ``stateOperators``.
 Delivery is at-least-once by default, as with the Kafka sink: a batch replayed after a crash
 may repeat its output and dead letters, never lose them; state and counts are exact. With
 ``delivery=exactly-once`` each task writes in one Kafka transaction per batch
-(:mod:`streamscale.kafka.transactions`): a parse task's unit is the topic-partition it reads
-(role ``parse``; the offset log fixes its range), a write task's is its shuffle partition
-(role ``write``; a hash partitioning by product id, the same on a replay). The write step's
+(:mod:`streamscale.kafka.transactions`): a referential task's unit is the topic-partition
+it reads (role ``parse``; the offset log fixes its range), a write task's is its shuffle
+partition (role ``write``; a hash partitioning by product id, or by offset for a bad
+purchase, the same on a replay). The write step's
 transactions run in the executor JVM (:func:`.transactions.write_in_jvm`): the Python task
 yields the sink rows and its counts, and the JVM, which keeps one producer per unit for its
 life, writes them; a producer kept by a Python worker was fenced by another worker's
@@ -90,6 +97,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from streamscale.errors import LaunchError
 from streamscale.kafka import transactions as tx
+from streamscale.kafka.options import HEADERS_TYPE, headers_arrow_type
 from streamscale.pipelines import deadletter as dl
 from streamscale.pipelines.query import ForeachBatchQuery, progress_data, read_kafka
 from streamscale.settings import KafkaSource, Settings
@@ -106,6 +114,7 @@ OBSERVED: Final = "enrichment-tasks"
 EVENT_TIME: Final = "event_time"
 PURCHASE: Final = "p"
 VERSION: Final = "r"
+DEAD: Final = "d"
 COUNTS: Final = "c"
 KEYED_COLUMNS: Final = (
     ("kind", "STRING"),
@@ -118,13 +127,18 @@ KEYED_COLUMNS: Final = (
     ("part", "INT"),
     ("off", "BIGINT"),
     ("counts", "STRING"),
+    ("value", "BINARY"),
+    ("headers", HEADERS_TYPE),
 )
 KEYED_SCHEMA: Final = ", ".join(f"{name} {kind}" for name, kind in KEYED_COLUMNS)
-"""What each parse task returns: purchases and versions keyed by product id, and counts."""
+"""The rows into the table operator: purchases (kind ``p``) and versions (``r``) keyed by
+product id, bad purchases (``d``: their original ``value`` and dead-letter ``headers``),
+and the referential tasks' counts (``c``)."""
 
 PRODUCT_SCHEMA: Final = "id BIGINT, name STRING, _corrupt STRING"
 KEY_ID: Final = "TRY_CAST(CAST(key AS STRING) AS BIGINT)"
 PRODUCT_FIELDS: Final = {"id": "an integer product id", "name": "a string"}
+PURCHASE_SCHEMA: Final = "id BIGINT, price DECIMAL(10,2), _corrupt STRING"
 
 
 @dataclass(frozen=True)
@@ -185,20 +199,118 @@ def parse_referential(df: DataFrame) -> DataFrame:
     )
 
 
+def sql_purchase_pattern() -> str:
+    """:data:`.purchase_batches.PURCHASE_PATTERN` for Java's regular expressions: numbered
+    groups (1: the id, 2: the price) and ``\\z`` for its end (Java's ``$`` also matches
+    before a final line break, RE2's does not)."""
+    import re
+
+    from streamscale.pipelines.purchase_batches import PURCHASE_PATTERN
+
+    return re.sub(r"\(\?P<\w+>", "(", PURCHASE_PATTERN).removesuffix("$") + r"\z"
+
+
+def parse_purchases(df: DataFrame) -> DataFrame:
+    """Purchases (source rows) → :data:`KEYED_SCHEMA` rows in Spark SQL, no Python worker:
+    a usable purchase as kind ``p`` keyed by its product id, a bad one as kind ``d`` with its
+    dead letter's ``value`` and ``headers`` (keyed by its offset: any key would do, the
+    operator passes it through to the write step).
+
+    The same answers as :func:`.purchase_batches.parse`: the compact form producers write is
+    recognised by the same regular expression and keeps its id and price texts; any other
+    value is read as ``from_json`` into ``id BIGINT, price DECIMAL(10,2)`` reads it (which
+    :func:`.purchase_batches.check_purchase` mirrors), with the error codes and details of
+    :func:`.deadletter.json_error_sql`; a purchase without a key is refused whatever its
+    value."""
+    from pyspark.sql import functions as F
+
+    from streamscale.pipelines.purchase_batches import PURCHASE_FIELDS
+
+    text = "CAST(value AS STRING)"
+    pattern = dl.sql_str(sql_purchase_pattern())
+    what = "purchase value"
+    # The compact form's id text, '' when the value is not in it (a match has an id).
+    matched = df.withColumn("id_match", F.expr(f"regexp_extract({text}, {pattern}, 1)"))
+    # Read as JSON only when needed (a CASE branch: the compact form never pays for it).
+    parsed = matched.withColumn(
+        "j",
+        F.expr(
+            f"CASE WHEN key IS NOT NULL AND id_match = '' "
+            f"THEN from_json({text}, {dl.sql_str(PURCHASE_SCHEMA)}) END"
+        ),
+    )
+    json_error = dl.json_error_sql(text, "j", PURCHASE_FIELDS)
+    json_detail = dl.json_detail_sql(text, "j", PURCHASE_FIELDS, what)
+    # from_json reads a JSON string as a decimal too ("2.50"); a purchase's price must be a
+    # number (check_purchase), which only the value's own types tell.
+    price_string = f"schema_of_variant(variant_get(try_parse_json({text}), '$.price')) = 'STRING'"
+    wrong = dl.sql_str(
+        f"{what} has a field of the wrong type (expected "
+        + ", ".join(f"{f} {d}" for f, d in PURCHASE_FIELDS.items())
+        + ")"
+    )
+    checked = parsed.withColumns(
+        {
+            "error": F.expr(
+                f"CASE WHEN key IS NULL THEN '{dl.NULL_KEY}' "
+                f"WHEN id_match <> '' THEN NULL "
+                f"WHEN ({json_error}) IS NOT NULL THEN ({json_error}) "
+                f"WHEN {price_string} THEN '{dl.WRONG_TYPE}' END"
+            ),
+            "detail": F.expr(
+                "CASE WHEN key IS NULL THEN 'purchase key (transaction id) is null' "
+                f"WHEN id_match <> '' THEN NULL "
+                f"WHEN ({json_error}) IS NOT NULL THEN ({json_detail}) "
+                f"WHEN {price_string} THEN {wrong} END"
+            ),
+        }
+    )
+    good = "error IS NULL"
+    fast = "id_match <> ''"
+    # A price read as JSON keeps the sign of a negative zero, as Python's Decimal does.
+    price_text = (
+        "CASE WHEN j.price = 0 AND ltrim(get_json_object(value_text, '$.price')) LIKE '-%' "
+        "THEN '-0.00' ELSE CAST(j.price AS STRING) END"
+    ).replace("value_text", text)
+    headers = dl.headers_sql("error", "detail", "topic", "partition", "offset")
+    return checked.select(
+        F.expr(f"CASE WHEN {good} THEN '{PURCHASE}' ELSE '{DEAD}' END").alias("kind"),
+        F.expr(
+            f"CASE WHEN {fast} THEN CAST(id_match AS BIGINT) WHEN {good} THEN j.id ELSE offset END"
+        ).alias("pid"),
+        F.col("key"),
+        F.expr(f"CASE WHEN {fast} THEN id_match WHEN {good} THEN CAST(j.id AS STRING) END").alias(
+            "id_text"
+        ),
+        F.expr(
+            f"CASE WHEN {fast} THEN regexp_extract({text}, {pattern}, 2) "
+            f"WHEN {good} THEN {price_text} END"
+        ).alias("price"),
+        F.lit(None).cast("string").alias("name"),
+        F.expr("unix_millis(timestamp)").alias("ts"),
+        F.col("partition").cast("int").alias("part"),
+        F.col("offset").cast("bigint").alias("off"),
+        F.lit(None).cast("string").alias("counts"),
+        F.expr(f"CASE WHEN {good} THEN NULL ELSE value END").alias("value"),
+        F.expr(f"CASE WHEN {good} THEN NULL ELSE {headers} END").alias("headers"),
+    )
+
+
 # --- the tasks (pickled to the executors) ------------------------------------------------
 
 
 @dataclass(frozen=True)
 class ParseTask:
-    """Step 1 of the module doc: parse both topics' records, dead-letter the bad ones, key the
-    rest by product id (:data:`KEYED_SCHEMA`), and yield one row of counts."""
+    """Step 1 of the module doc for the referential's records (Spark SQL checked them,
+    :func:`parse_referential`): dead-letter the bad ones, key the rest by product id as
+    versions (:data:`KEYED_SCHEMA`, the name as the JSON text the output carries), and yield
+    one row of counts. A task runs only where the referential has new records."""
 
     dlq: str
     sink_options: Mapping[str, str]
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         from streamscale.kafka.collector import collector_paused
         from streamscale.kafka.sink import write_rows
@@ -212,13 +324,7 @@ class ParseTask:
                 if not batch.num_rows:
                     continue
                 read |= arrow_input_pairs(batch)
-                is_purchase = pc.equal(batch.column("src"), PURCHASE)
-                purchases = batch.filter(is_purchase)
-                if purchases.num_rows:
-                    yield keyed(PURCHASE, pb.parse(purchases, out))
-                versions = batch.filter(pc.invert(is_purchase))
-                if versions.num_rows:
-                    yield referential_versions(versions, out)
+                yield referential_versions(batch, out)
             if out.dead:
                 write_rows(
                     self.sink_options,
@@ -234,21 +340,14 @@ def keyed_schema() -> Any:
     """:data:`KEYED_SCHEMA` as an Arrow schema."""
     import pyarrow as pa
 
-    arrow = {"STRING": pa.string(), "BIGINT": pa.int64(), "BINARY": pa.binary(), "INT": pa.int32()}
+    arrow = {
+        "STRING": pa.string(),
+        "BIGINT": pa.int64(),
+        "BINARY": pa.binary(),
+        "INT": pa.int32(),
+        HEADERS_TYPE: headers_arrow_type(),
+    }
     return pa.schema([(name, arrow[kind]) for name, kind in KEYED_COLUMNS])
-
-
-def keyed(kind: str, parsed: Any) -> Any:
-    """Parsed purchases (:data:`.purchase_batches.PARSED_SCHEMA`) as :data:`KEYED_SCHEMA`."""
-    import pyarrow as pa
-
-    n = parsed.num_rows
-    columns = {name: parsed.column(name) for name in parsed.schema.names}
-    columns["kind"] = pa.array([kind] * n, pa.string())
-    columns["name"] = pa.nulls(n, pa.string())
-    columns["counts"] = pa.nulls(n, pa.string())
-    schema = keyed_schema()
-    return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
 def referential_versions(batch: Any, out: Any) -> Any:
@@ -296,18 +395,47 @@ def referential_versions(batch: Any, out: Any) -> Any:
         "part": pc.cast(good.column("partition"), pa.int32()),
         "off": pc.cast(good.column("offset"), pa.int64()),
         "counts": pa.nulls(n, pa.string()),
+        "value": pa.nulls(n, pa.binary()),
+        "headers": pa.nulls(n, headers_arrow_type()),
     }
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
 @dataclass(frozen=True)
 class WriteTask:
-    """Step 3 of the module doc: write the named purchases; yield one row of counts."""
+    """Step 3 of the module doc: write the named purchases, and the bad ones' dead letters
+    that the table operator passed through; yield one row of counts (``purchases``,
+    ``enriched``, ``unknown``, ``purchases_dlq``, ``dlq.<error>``)."""
 
     output: str
     sink_options: Mapping[str, str] | None
     """None: yield the sink rows for the JVM's transactional writer
     (:data:`.transactions.JVM_ROWS`) instead of writing them."""
+    dlq: str = dl.dlq_topic(NAME)
+
+    def sink_rows(self, batch: Any, out: Any) -> Iterator[Any]:
+        """The sink rows (``key, value, topic`` and, for dead letters, ``headers``) of the
+        operator's output ``batch``, counted into ``out``."""
+        import pyarrow as pa
+
+        from streamscale.pipelines import purchase_batches as pb
+
+        headers = batch.column("headers")
+        named = batch
+        if headers.null_count < batch.num_rows:
+            dead = batch.filter(headers.is_valid())
+            named = batch.filter(headers.is_null())
+            for letter in dead.column("headers").to_pylist():
+                error = next(h["value"] for h in letter if h["key"] == dl.HEADER_ERROR)
+                out.count("purchases_dlq")
+                out.count(f"dlq.{error.decode()}")
+            out.count("purchases", dead.num_rows)
+            yield dead.select(["key", "value", "headers"]).append_column(
+                "topic", pa.array([self.dlq] * dead.num_rows, pa.string())
+            )
+        if named.num_rows:
+            out.count("purchases", named.num_rows)
+            yield pb.output(named.select(["key", "id_text", "price", "name"]), self.output, out)
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -319,24 +447,34 @@ class WriteTask:
         out = pb.Enriched()
         if self.sink_options is None:
             for b in batches:
-                if b.num_rows:
-                    rows = pb.output(b, self.output, out)
-                    yield rows.append_column("counts", pa.nulls(rows.num_rows, pa.string()))
-            yield pa.RecordBatch.from_pydict(
-                {
-                    "key": pa.nulls(1, pa.binary()),
-                    "value": pa.nulls(1, pa.binary()),
-                    "topic": pa.nulls(1, pa.string()),
-                    "counts": [json.dumps(out.counts)],
-                }
+                for rows in self.sink_rows(b, out):
+                    yield jvm_rows(rows)
+            yield jvm_rows(
+                pa.RecordBatch.from_pydict({"value": pa.nulls(1, pa.binary())}),
+                json.dumps(out.counts),
             )
             return
         with collector_paused():
             write_rows(
                 self.sink_options,
-                (pb.output(b, self.output, out) for b in batches if b.num_rows),
+                (rows for b in batches if b.num_rows for rows in self.sink_rows(b, out)),
             )
         yield pa.RecordBatch.from_pydict({"counts": [json.dumps(out.counts)]})
+
+
+def jvm_rows(rows: Any, counts: str | None = None) -> Any:
+    """Sink rows (any of ``key, value, topic, headers``) as :data:`.transactions.JVM_ROWS`,
+    with ``counts`` (a pass-through row's) on every row."""
+    import pyarrow as pa
+
+    arrow = {"BINARY": pa.binary(), "STRING": pa.string(), HEADERS_TYPE: headers_arrow_type()}
+    schema = pa.schema([(name, arrow[kind]) for name, kind in tx.JVM_COLUMNS])
+    n = rows.num_rows
+    columns = {name: rows.column(name) for name in rows.schema.names}
+    columns["counts"] = pa.array([counts] * n, pa.string())
+    return pa.RecordBatch.from_arrays(
+        [columns.get(f.name, pa.nulls(n, f.type)) for f in schema], schema=schema
+    )
 
 
 def table_operator(rows: DataFrame) -> DataFrame:
@@ -442,8 +580,9 @@ class Enrichment(ForeachBatchQuery):
         self.checkpoint = checkpoint.rstrip("/")
         self.topics = topics or EnrichmentTopics()
         self.counts: dict[int, dict[str, int]] = {}
-        """The write step's counts (``enriched``, ``unknown``) per batch id (what the parse
-        tasks counted is in the progress)."""
+        """The write step's counts per batch id (the purchases: ``purchases``, ``enriched``,
+        ``unknown``, ``purchases_dlq``, ``dlq.<error>``); the referential tasks' are in the
+        progress."""
 
     def stream(self, spark: SparkSession) -> DataFrame:
         """The purchases of each batch named by the table in the state store (module doc,
@@ -470,17 +609,11 @@ class Enrichment(ForeachBatchQuery):
             starting="earliest",
             query_name=self.name,
         )
-        columns = [*dl.SOURCE_COLUMNS, "timestamp"]
-        both = (
-            purchases.select(*columns)
-            .withColumn("src", F.lit(PURCHASE))
-            .unionByName(
-                parse_referential(referential).withColumn("src", F.lit(VERSION)),
-                allowMissingColumns=True,
-            )
-        )
+        # Purchases in Spark SQL (no Python worker); the referential's records, few after
+        # the first batch, through a Python task that writes their dead letters itself.
         task = ParseTask(self.topics.dlq, s.sink_options("parse"))
-        rows = both.mapInArrow(task, KEYED_SCHEMA)
+        versions = parse_referential(referential).mapInArrow(task, KEYED_SCHEMA)
+        rows = parse_purchases(purchases).unionByName(versions)
         rows = rows.observe(OBSERVED, F.collect_list("counts").alias("tasks"))
         # The fold point: Spark's watermark over the purchases' timestamps (a version's row
         # carries the epoch, which never moves it). No timeout: no row is ever late.
@@ -502,14 +635,15 @@ class Enrichment(ForeachBatchQuery):
         if s.delivery == "exactly-once":
             # Written by the executors' JVM, which keeps one transactional producer per
             # unit for its life (transactions.write_in_jvm says why not the Python workers).
-            rows = batch.mapInArrow(WriteTask(self.topics.output, None), tx.JVM_ROWS)
+            task = WriteTask(self.topics.output, None, self.topics.dlq)
+            rows = batch.mapInArrow(task, tx.JVM_ROWS)
             for _, text in tx.write_in_jvm(rows, s.kafka_options(), s.kafka_config(), "write"):
                 counts.add(json.loads(text))
         else:
-            task = WriteTask(self.topics.output, s.sink_options("write"))
+            task = WriteTask(self.topics.output, s.sink_options("write"), self.topics.dlq)
             for row in batch.mapInArrow(task, "counts STRING").collect():
                 counts.add(json.loads(row["counts"]))
-        self.counts[batch_id] = {"enriched": counts.enriched, "unknown": counts.unknown}
+        self.counts[batch_id] = counts.as_dict()
 
     def counts_of(self, batch_id: int) -> dict[str, int]:
         counts = self.counts.get(batch_id)

@@ -168,19 +168,19 @@ def dying_write() -> Any:
 
 
 def slow_tasks(delay_s: float) -> None:
-    """Every parse task of the enrichment (the stage that reads Kafka) sleeps ``delay_s``
-    first (the task object is pickled by value from this script, so the executors run this
-    subclass)."""
+    """Every write task of the enrichment (the stage after the shuffle, which runs the table
+    operator; the purchases' stage has no Python task to slow) sleeps ``delay_s`` first (the
+    task object is pickled by value from this script, so the executors run this subclass)."""
     from streamscale.pipelines import enrichment
 
-    class SlowTask(enrichment.ParseTask):
+    class SlowTask(enrichment.WriteTask):
         def __call__(self, batches: Any) -> Any:
             import time as clock
 
             clock.sleep(delay_s)
             yield from super().__call__(batches)
 
-    enrichment.ParseTask = SlowTask  # type: ignore[misc]
+    enrichment.WriteTask = SlowTask  # type: ignore[misc]
 
 
 def control(spark: Any, stream: Any) -> None:

@@ -6,6 +6,7 @@ tests read its state store back (``tests/integration/pipelines/test_enrichment.p
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -15,10 +16,8 @@ from hypothesis import strategies as st
 from streamscale.pipelines import deadletter as dl
 from streamscale.pipelines import purchase_batches as pb
 from streamscale.pipelines.enrichment import (
-    PURCHASE,
     VERSION,
     BatchCounts,
-    keyed,
     keyed_schema,
     referential_versions,
 )
@@ -85,8 +84,6 @@ def test_parse_keys_usable_purchases_by_product_id_and_output_joins_their_json()
     assert parsed.column("ts").to_pylist() == [5_000, 6_000, 8_000]
     assert parsed.column("price").to_pylist() == ["1.00", "2.50", "3.10"]
     assert [(d.offset, d.error) for d in out.dead] == [(2, dl.NOT_JSON)]
-    rows = keyed(PURCHASE, parsed)
-    assert rows.schema == keyed_schema() and rows.column("kind").to_pylist() == ["p"] * 3
     named = pa.RecordBatch.from_arrays(
         [
             parsed.column("key"),
@@ -175,20 +172,64 @@ def test_dead_letter_names_and_sql_literals() -> None:
     assert "'not_json'" in error and "'wrong_type'" in error and "'missing_field'" in error
 
 
-@pytest.mark.parametrize("sizes", [[], [0], [3], [2, 0, 4]])
+def test_the_sql_purchase_pattern_is_the_python_one_in_javas_dialect() -> None:
+    import re
+
+    from streamscale.pipelines.enrichment import sql_purchase_pattern
+
+    java = sql_purchase_pattern()
+    assert "(?P<" not in java and java.endswith(r"\z") and java.startswith("^")
+    # The same language: Python's re reads \z as \Z (the end of the text, no line break).
+    python = re.compile(java.removesuffix(r"\z") + r"\Z")
+    for text, groups in [
+        ('{"id":12,"price":3.50}', ("12", "3.50")),
+        ('{"id":-7,"price":-0.05}', ("-7", "-0.05")),
+        ('{"id":12,"price":3.50}\n', None),
+        ('{"id":012,"price":3.50}', None),
+        ('{"id":1,"price":3.5}', None),
+        ('{"id":1,"price":123456789.00}', None),
+    ]:
+        match = python.match(text)
+        assert (match.groups() if match else None) == groups
+        ref = re.match(pb.PURCHASE_PATTERN.removesuffix("$") + r"\Z", text)
+        assert (ref.group("id", "price") if ref else None) == groups
+
+
+def test_dead_letter_headers_sql_lists_the_headers_in_order() -> None:
+    sql = dl.headers_sql("e", "d", "t", "p", "o")
+    keys = [dl.HEADER_ERROR, dl.HEADER_DETAIL, dl.HEADER_TOPIC, dl.HEADER_PARTITION]
+    at = [sql.index(f"'{k}'") for k in [*keys, dl.HEADER_OFFSET]]
+    assert at == sorted(at) and sql.startswith("array(named_struct(")
+    assert "CAST(CAST(p AS STRING) AS BINARY)" in sql and "CAST(e AS BINARY)" in sql
+
+
+@pytest.mark.parametrize(
+    ("sizes", "dead"), [([], []), ([0], [0]), ([3], [0]), ([2, 0, 4], [1, 0, 2]), ([0], [3])]
+)
 def test_write_task_for_the_jvm_writer_yields_sink_rows_then_one_counts_row(
-    sizes: list[int],
+    sizes: list[int], dead: list[int]
 ) -> None:
-    from streamscale.kafka.transactions import JVM_ROWS
+    from streamscale.kafka.options import headers_arrow_type
+    from streamscale.kafka.transactions import JVM_COLUMNS
     from streamscale.pipelines.enrichment import WriteTask
 
-    def named(n: int) -> pa.RecordBatch:
+    def letter(i: int) -> list[dict[str, Any]]:
+        return [
+            {"key": "error", "value": b"not_json"},
+            {"key": "error.detail", "value": b"purchase value is not a JSON object"},
+            {"key": "source.offset", "value": str(i).encode()},
+        ]
+
+    def named(n: int, d: int) -> pa.RecordBatch:
+        """What the operator emits: ``n`` named purchases, then ``d`` passed-through bad ones."""
         return pa.RecordBatch.from_pydict(
             {
-                "key": [str(i).encode() for i in range(n)],
-                "id_text": [str(i) for i in range(n)],
-                "price": ["1.5"] * n,
-                "name": [None if i % 2 else '"n"' for i in range(n)],
+                "key": [str(i).encode() for i in range(n + d)],
+                "id_text": [str(i) for i in range(n)] + [None] * d,
+                "price": ["1.5"] * n + [None] * d,
+                "name": [None if i % 2 else '"n"' for i in range(n)] + [None] * d,
+                "value": [None] * n + [b"{bad"] * d,
+                "headers": [None] * n + [letter(i) for i in range(d)],
             },
             schema=pa.schema(
                 [
@@ -196,18 +237,27 @@ def test_write_task_for_the_jvm_writer_yields_sink_rows_then_one_counts_row(
                     ("id_text", pa.string()),
                     ("price", pa.string()),
                     ("name", pa.string()),
+                    ("value", pa.binary()),
+                    ("headers", headers_arrow_type()),
                 ]
             ),
         )
 
-    out = list(WriteTask("out", None)(iter([named(n) for n in sizes])))
-    names = [part.split()[0] for part in JVM_ROWS.split(", ")]
+    task = WriteTask("out", None, "dlq")
+    out = list(task(iter([named(n, d) for n, d in zip(sizes, dead, strict=True)])))
+    names = [name for name, _ in JVM_COLUMNS]
     assert all(b.schema.names == names for b in out)
     rows = pa.Table.from_batches(out).to_pylist()
     written, last = rows[:-1], rows[-1]
-    assert len(written) == sum(sizes)
-    assert all(r["counts"] is None and r["topic"] == "out" and r["value"] for r in written)
+    assert len(written) == sum(sizes) + sum(dead)
+    outputs = [r for r in written if r["topic"] == "out"]
+    letters = [r for r in written if r["topic"] == "dlq"]
+    assert len(outputs) == sum(sizes) and len(letters) == sum(dead)
+    assert all(r["counts"] is None and r["value"] and r["headers"] is None for r in outputs)
+    assert all(r["value"] == b"{bad" and r["headers"][0]["value"] == b"not_json" for r in letters)
     assert last["value"] is None and last["topic"] is None
     counts = json.loads(last["counts"])
     assert counts.get("enriched", 0) == sum(sizes)
     assert counts.get("unknown", 0) == sum(n // 2 for n in sizes)
+    assert counts.get("purchases", 0) == sum(sizes) + sum(dead)
+    assert counts.get("purchases_dlq", 0) == counts.get("dlq.not_json", 0) == sum(dead)

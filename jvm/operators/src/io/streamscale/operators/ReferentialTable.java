@@ -17,6 +17,7 @@ import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.streaming.GroupState;
 import org.apache.spark.sql.streaming.GroupStateTimeout;
 import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 
@@ -54,21 +55,38 @@ import org.apache.spark.sql.types.StructType;
 public final class ReferentialTable {
   public static final String PURCHASE = "p";
   public static final String VERSION = "r";
+  public static final String DEAD = "d";
 
-  /** What the operator emits: one row per purchase, its name as JSON text or null. */
+  /** A dead letter's Kafka headers: (key, value) pairs. */
+  public static final DataType HEADERS =
+      DataTypes.createArrayType(
+          new StructType()
+              .add("key", DataTypes.StringType, true)
+              .add("value", DataTypes.BinaryType, true),
+          true);
+
+  /**
+   * What the operator emits: one row per purchase, its name as JSON text or null ({@code value}
+   * and {@code headers} null); and each bad record passed through as it came ({@code key},
+   * {@code value}, {@code headers}: its dead letter; the other columns null).
+   */
   public static final StructType OUTPUT =
       new StructType()
           .add("key", DataTypes.BinaryType, true)
           .add("id_text", DataTypes.StringType, true)
           .add("price", DataTypes.StringType, true)
-          .add("name", DataTypes.StringType, true);
+          .add("name", DataTypes.StringType, true)
+          .add("value", DataTypes.BinaryType, true)
+          .add("headers", HEADERS, true);
 
   private ReferentialTable() {}
 
   /**
    * Purchases named by the table: {@code rows} has columns {@code pid BIGINT, kind STRING, key
-   * BINARY, id_text STRING, price STRING, name STRING, ts BIGINT (ms), part INT, off BIGINT}
-   * (others are carried but unused, such as the watermarked event time).
+   * BINARY, id_text STRING, price STRING, name STRING, ts BIGINT (ms), part INT, off BIGINT,
+   * value BINARY, headers} (others are carried but unused, such as the watermarked event time).
+   * Rows of kind {@code "d"} (bad records, grouped under any key) are passed through to the
+   * output untouched; they neither read nor change the table.
    */
   public static Dataset<Row> enrich(Dataset<Row> rows) {
     StructType in = rows.schema();
@@ -81,7 +99,9 @@ public final class ReferentialTable {
             in.fieldIndex("name"),
             in.fieldIndex("ts"),
             in.fieldIndex("part"),
-            in.fieldIndex("off"));
+            in.fieldIndex("off"),
+            in.fieldIndex("value"),
+            in.fieldIndex("headers"));
     return rows.groupBy("pid")
         .as(Encoders.LONG(), Encoders.row(in))
         .flatMapGroupsWithState(
@@ -197,9 +217,19 @@ public final class ReferentialTable {
   /** The state function (module doc, steps 1-4). */
   static final class Name implements FlatMapGroupsWithStateFunction<Long, Row, Entry, Row> {
     private static final long serialVersionUID = 1L;
-    private final int kind, key, idText, price, name, ts, part, off;
+    private final int kind, key, idText, price, name, ts, part, off, value, headers;
 
-    Name(int kind, int key, int idText, int price, int name, int ts, int part, int off) {
+    Name(
+        int kind,
+        int key,
+        int idText,
+        int price,
+        int name,
+        int ts,
+        int part,
+        int off,
+        int value,
+        int headers) {
       this.kind = kind;
       this.key = key;
       this.idText = idText;
@@ -208,15 +238,27 @@ public final class ReferentialTable {
       this.ts = ts;
       this.part = part;
       this.off = off;
+      this.value = value;
+      this.headers = headers;
     }
 
     @Override
     public Iterator<Row> call(Long pid, Iterator<Row> rows, GroupState<Entry> state) {
       List<Row> purchases = new ArrayList<>();
       List<Row> versions = new ArrayList<>();
+      List<Row> out = new ArrayList<>();
       while (rows.hasNext()) {
         Row row = rows.next();
-        (VERSION.equals(row.getString(kind)) ? versions : purchases).add(row);
+        String k = row.getString(kind);
+        if (DEAD.equals(k)) {
+          out.add(
+              RowFactory.create(row.get(key), null, null, null, row.get(value), row.get(headers)));
+        } else {
+          (VERSION.equals(k) ? versions : purchases).add(row);
+        }
+      }
+      if (purchases.isEmpty() && versions.isEmpty()) {
+        return out.iterator();
       }
       Entry entry = state.exists() ? state.get() : null;
       String folded = entry == null ? null : entry.getName();
@@ -249,11 +291,15 @@ public final class ReferentialTable {
         names = Arrays.copyOfRange(names, last + 1, names.length);
         changed = true;
       }
-      List<Row> out = new ArrayList<>(purchases.size());
       for (Row p : purchases) {
         out.add(
             RowFactory.create(
-                p.get(key), p.get(idText), p.get(price), asOf(folded, stamps, names, p.getLong(ts))));
+                p.get(key),
+                p.get(idText),
+                p.get(price),
+                asOf(folded, stamps, names, p.getLong(ts)),
+                null,
+                null));
       }
       if (changed) {
         if (folded == null && stamps.length == 0) {

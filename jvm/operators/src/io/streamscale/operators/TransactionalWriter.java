@@ -22,6 +22,8 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.Headers;
+import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -107,10 +109,11 @@ public final class TransactionalWriter {
   }
 
   /**
-   * Write {@code rows} (columns {@code key BINARY, value BINARY, topic STRING, counts STRING}),
-   * one transaction per task partition, and return the {@code counts} of the pass-through rows
-   * (those with {@code counts} set, which are not written) with the records each task wrote,
-   * as {@code "<records> <counts>"}.
+   * Write {@code rows} (columns {@code key BINARY, value BINARY, topic STRING, counts STRING}
+   * and, optionally, {@code headers ARRAY<STRUCT<key STRING, value BINARY>>}), one transaction
+   * per task partition, and return the {@code counts} of the pass-through rows (those with
+   * {@code counts} set, which are not written) with the records each task wrote, as {@code
+   * "<records> <counts>"}.
    */
   public static List<String> write(
       Dataset<Row> rows,
@@ -134,6 +137,18 @@ public final class TransactionalWriter {
       }
     }
     return n;
+  }
+
+  /** The Kafka headers of a row to write (its optional fifth column), or null. */
+  static Headers headers(Row row) {
+    if (row.length() < 5 || row.isNullAt(4)) {
+      return null;
+    }
+    Headers out = new RecordHeaders();
+    for (Row header : row.<Row>getList(4)) {
+      out.add(header.getString(0), header.isNullAt(1) ? null : (byte[]) header.get(1));
+    }
+    return out;
   }
 
   /** The marker topic's partition of {@code id}: CRC-32, as the Python side computes it. */
@@ -245,7 +260,8 @@ public final class TransactionalWriter {
             if (row.isNullAt(3)) {
               byte[] k = row.isNullAt(0) ? null : (byte[]) row.get(0);
               producer.send(
-                  new ProducerRecord<>(row.getString(2), k, (byte[]) row.get(1)),
+                  new ProducerRecord<>(
+                      row.getString(2), null, k, (byte[]) row.get(1), headers(row)),
                   (meta, err) -> {
                     if (err != null) {
                       failed.compareAndSet(null, err);
