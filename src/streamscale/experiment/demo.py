@@ -90,9 +90,10 @@ def dynamic_allocation_conf(
     ``executorIdleTimeout`` 60 s, ``shuffleTracking.timeout`` infinite); ``overrides``
     (``spark.dynamicAllocation.*`` keys only) change them.
 
-    The process locality wait is what the autoscaler's actuator sets once a stateful query
-    runs (:data:`~streamscale.settings.STATE_LOCALITY_WAIT`): the two sessions then differ
-    only in who scales, not in where a state partition's task waits to run."""
+    The process locality wait is the one the autoscaler's actuator sets once a stateful
+    query runs (:data:`~streamscale.settings.STATE_LOCALITY_WAIT`), so that the two sessions
+    differ in who scales, not in where a state partition's task waits to run; the actuator
+    raises its own when the stateful stage takes longer (a busy machine), this one stays."""
     conf = {
         "spark.dynamicAllocation.enabled": "true",
         "spark.dynamicAllocation.shuffleTracking.enabled": "true",
