@@ -345,7 +345,8 @@ class SparkActuator:
         self._sc = spark.sparkContext
         self._jsc: Any = self._sc._jsc.sc()
         self._kill_busy = kill_busy
-        self._state_reader: StateReader = state_reader or SparkStateReader(spark)
+        reader = SparkStateReader(spark)
+        self._state_reader: StateReader = state_reader or reader
         self._spreader: Spreader = spreader or (lambda hosts: spread_state(spark, executors=hosts))
         self._spread_attempts = spread_attempts
         self._spread_due: int | None = None  # the executor count a due spread waits for
@@ -363,7 +364,7 @@ class SparkActuator:
             self._wait_floor_s = spark_time_s(process_locality_wait or "0")
         except ValueError as exc:
             raise ConfigError(f"process_locality_wait: {exc} (say 1s or 500ms)") from None
-        self._stage_seconds = stage_seconds or (lambda: SparkStateReader(spark).stage_seconds())
+        self._stage_seconds = stage_seconds or reader.stage_seconds
         self._adapt_every_s = adapt_every_s
         self._adapted: tuple[dict[str, int], float] = ({}, float("-inf"))  # (batches, when)
         self._restore_s = restore_wait_s
@@ -391,8 +392,10 @@ class SparkActuator:
         batch is done and ``adapt_every_s`` passed (a status store read, a few py4j calls)."""
         batches, when = self._adapted
         now = time.monotonic()
+        if now - when < self._adapt_every_s:
+            return
         done = self._last_batches()
-        if now - when < self._adapt_every_s or not done or done == batches:
+        if not done or done == batches:
             return
         self._adapted = (done, now)
         try:
@@ -539,10 +542,10 @@ class SparkActuator:
         moved, per query. Waits (moves nothing) while an executor is not yet in the status
         store (its host unknown). A failed spread is logged and counts as an attempt: the
         query runs on, its state only less spread."""
+        if not self._spread_landed():
+            return {}
         hosts = _hosts(self.executors())
         if not all(hosts.values()):
-            return {}
-        if not self._spread_landed():
             return {}
         moved = self._spread_over(hosts)
         self._spread_marks = self._last_batches()
