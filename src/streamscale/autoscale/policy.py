@@ -628,6 +628,11 @@ SLO_MARGIN = 0.8
 """Share of ``urgent_time_lag_s`` a smaller scale-up may let the predicted time lag reach."""
 
 
+UNPROCESSED_NOTHING = 1e-6
+"""Records left unprocessed that are none: a float remainder of the arrivals (an input of
+1e-15 records/s adds less than 4.0's last bit), not a record whose age counts."""
+
+
 def predicted_peak_time_lag(
     config: PolicyConfig,
     obs: Observation,
@@ -677,7 +682,7 @@ def predicted_peak_time_lag(
         else:
             arrived = backlog + arrivals[second]
         processed = min(processed + rate, arrived)
-        if processed >= arrived:
+        if processed >= arrived - UNPROCESSED_NOTHING:
             age = 0.0  # everything that arrived is processed (also: nothing arrives)
         elif processed < backlog:
             age = second + lag * (1 - processed / backlog)
