@@ -104,6 +104,26 @@ class Driver:
         wait_until(f"{count} executor(s)", ready, timeout_s, step_s=1.0)
         return seen
 
+    def wait_settled(self, count: int, timeout_s: float) -> dict[str, str]:
+        """Until ``count`` executors run and a control step taken since the call wants no other
+        count and waits for none: executors alone can be at ``count`` while a scale-up decided
+        by the scenario before is still pending. Their hosts."""
+        since = len(self.decisions())
+        seen: dict[str, str] = {}
+
+        def ready() -> bool:
+            nonlocal seen
+            if not self.process.alive:
+                return True
+            steps = self.decisions()[since:]
+            if not steps or (steps[-1]["desired"], steps[-1]["pending"]) != (count, 0):
+                return False
+            seen = self.executor_hosts()
+            return len(seen) == count and UNKNOWN_HOST not in seen.values()
+
+        wait_until(f"settled at {count} executor(s)", ready, timeout_s, step_s=1.0)
+        return seen
+
 
 def start_driver(
     hosts: Hosts, *, task_delay_ms: int, max_offsets: int, window_s: float, timeout_s: float
@@ -191,6 +211,7 @@ def _result(
 def autoscale(driver: Driver, *, count: int, rate: float, timeout_s: float) -> FaultResult:
     """A burst: the autoscaler adds an executor (on a remote worker), then removes it."""
     t0 = time.monotonic()
+    driver.wait_settled(MIN_EXECUTORS, timeout_s)
     first = len(driver.decisions())
     load = _load(driver, count, rate, seed=51)
     two = driver.wait_hosts(MAX_EXECUTORS, timeout_s)
@@ -251,7 +272,7 @@ def worker_partition(
     link up; the load goes on throughout."""
     t0 = time.monotonic()
     net = driver.hosts.net
-    running = driver.wait_hosts(MIN_EXECUTORS, timeout_s)
+    running = driver.wait_settled(MIN_EXECUTORS, timeout_s)
     first = len(driver.decisions())
     load = _load(driver, count, rate, seed=52)
     busy = ask(driver.process, "busy-executor", "busy ", timeout_s).split()[1]
