@@ -114,9 +114,10 @@ def attach(
     interval are read from the running query, for the parallelism cap and the capacity model;
     ``surge_share``: headroom the ``rate`` policy keeps at a scale-in for a surge of that share
     of the input (:attr:`~streamscale.autoscale.policy.PolicyConfig.surge_share`; 0: none);
-    ``reverse_for_slo``: a scale-up may reverse a recent scale-in as soon as a rising input is
-    predicted to break the time-lag objective
-    (:attr:`~streamscale.autoscale.policy.PolicyConfig.reverse_for_slo`; off: only once it is);
+    ``reverse_for_slo``: a scale-up may reverse a recent scale-in once the time-lag objective
+    is broken, or a rising input is predicted to break it
+    (:attr:`~streamscale.autoscale.policy.PolicyConfig.reverse_for_slo`; off: never inside the
+    stabilization window);
     ``settings``' trigger interval and batch limit stand in while they cannot be read.
     ``master_report``: how the standalone Master's view of its workers is read (default: its
     web UI's ``/json/`` on the master's host, see :func:`~streamscale.autoscale.headroom.

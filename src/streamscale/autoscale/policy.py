@@ -110,13 +110,17 @@ the input until a scale-up could follow it. On the trace family it lowers the se
 ``rate`` breaks the objective and the oracle does not, at a price in executor-seconds
 (docs/benchmarks.md, "The price of safety against surges").
 
-One exception, the urgent backlog: when the time lag exceeds ``urgent_time_lag_s`` (default
-30 s, the latency objective), a scale-up after a scale-down is allowed inside the window and
-the warm-up (the scale-down was a mistake; waiting costs the objective), as
-``scale_up_urgent``. A second opt-in rule (``reverse_for_slo``, off by default,
-:func:`slo_at_risk`) makes the backlog urgent before the objective is broken: while the
-input rises and the running count is predicted to break it. A surge that arrives within the
-window after a scale-down is then met at once, at the price of a reversal; on the trace
+``rate`` reverses no scale-down inside the window, not even for an urgent backlog (the time
+lag past ``urgent_time_lag_s``, default 30 s, the latency objective): it waits out the
+window, then skips the warm-up (``lag``, like the HPA, reverses it at once:
+:func:`reverses_for_urgency`). Until 2026-11-28 an urgent backlog reversed the scale-down
+at once (``scale_up_urgent``); on the 600 seeds of the trace family that happened on one
+(stateful 3026: a flash sale 5 s after a scale-down), where waiting costs 9 s more beyond the
+objective (docs/peers.md). The opt-in rule ``reverse_for_slo`` (off by default,
+:func:`slo_at_risk`) puts the objective first: an urgent backlog reverses a scale-down at
+once, as ``scale_up_urgent``, and a backlog is urgent before the objective is broken: while
+the input rises and the running count is predicted to break it. A surge that arrives within
+the window after a scale-down is then met at once, at the price of a reversal; on the trace
 family it removes most of the seconds ``rate`` spends beyond the objective where the oracle
 does not (docs/benchmarks.md, "The objective or no reversal").
 
@@ -247,8 +251,9 @@ class PolicyConfig:
     warmup_batches: int = 3
     """Batches to complete after start or after the executor set changes before deciding."""
     urgent_time_lag_s: float = 30.0
-    """Time lag past which a backlog overrides the window and warm-up after a scale-down
-    (with ``reverse_for_slo``: predicted to pass, while the input rises)."""
+    """Time lag past which a backlog is urgent: it skips the warm-up after a scale-down, and
+    with ``reverse_for_slo`` the window too (there also predicted to pass, while the input
+    rises)."""
     slo_horizon_s: float = 60.0
     """A scale-up adds the fewest executors that keep the predicted time lag within
     ``SLO_MARGIN × urgent_time_lag_s`` over this horizon, when that is fewer than the rate
@@ -267,8 +272,9 @@ class PolicyConfig:
     """``rate``: while the input rises, a backlog is urgent as soon as the running count is
     predicted to break the time-lag objective (:func:`slo_at_risk`), not only once the
     observed time lag has: a surge that arrives within the stabilization window after a
-    scale-down is then met by a scale-up at once, a reversal. Off (the default): no reversal
-    before the objective is broken. The objective before the no-reversal rule;
+    scale-down is then met by a scale-up at once, a reversal, as is a backlog already past
+    the objective. Off (the default): no reversal inside the window. The objective before the
+    no-reversal rule;
     ``benchmarks/autoscaler_family.py --reverse-for-slo`` measures the trade-off."""
     forecast: bool = False
     """``rate``: learn a recurring load from the input rates observed (:mod:`.forecast`: its
@@ -491,6 +497,13 @@ def urgent_backlog(config: PolicyConfig, obs: Observation) -> bool:
         return obs.time_lag_s > config.urgent_time_lag_s
     allowed = config.backlog_min_records + obs.input_rate * config.urgent_time_lag_s
     return obs.total_lag > allowed
+
+
+def reverses_for_urgency(config: PolicyConfig) -> bool:
+    """Whether an urgent backlog may reverse a scale-down inside the window: for ``lag``, as
+    the HPA it stands for (no stabilization of a scale-up by default); for ``rate`` only with
+    ``reverse_for_slo`` (the objective before the no-reversal rule)."""
+    return config.kind is PolicyKind.LAG or config.reverse_for_slo
 
 
 def slo_at_risk(config: PolicyConfig, obs: Observation, capacity: Capacity) -> bool:
@@ -1468,7 +1481,7 @@ def decide(
             return hold(Reason.HOLD_PAUSE_COST, target)
         reason = Reason.SCALE_UP_BACKLOG if backlog else Reason.SCALE_UP_RATE
         if after_down:
-            if not urgent:
+            if not (urgent and reverses_for_urgency(config)):
                 return hold(Reason.HOLD_REVERSAL, target)
             reason = Reason.SCALE_UP_URGENT
         if current >= hi:

@@ -34,8 +34,8 @@ reference marks them so; a user running a job needs none of them."""
 REASONS: dict[str, str] = {
     "scale_up_backlog": "more executors: the backlog cannot be drained in time with the count",
     "scale_up_rate": "more executors: the input rate outgrows what the count carries",
-    "scale_up_urgent": "more executors at once: the time lag is past the objective "
-    "(allowed inside the window and the warm-up)",
+    "scale_up_urgent": "more executors at once, reversing a recent scale-down: the time lag "
+    "is past the objective, or with --reverse-for-slo predicted to pass it",
     "scale_down_idle": "fewer executors: no backlog for a whole stabilization window, and "
     "fewer carry the input",
     "bounded_min": "brought back up to --min-executors",

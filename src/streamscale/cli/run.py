@@ -166,8 +166,8 @@ def run(
     reverse_for_slo: bool = typer.Option(
         False,
         "--reverse-for-slo",
-        help="rate policy: a scale-out may reverse a recent scale-in as soon as a rising "
-        "input is predicted to break the time-lag objective",
+        help="rate policy: a scale-out may reverse a recent scale-in once the time-lag "
+        "objective is broken or a rising input is predicted to break it",
     ),
     decision_log: Path | None = typer.Option(
         None, "--decision-log", help="JSON-lines file of every autoscaler decision"

@@ -74,8 +74,8 @@ def simulate(
     reverse_for_slo: bool = typer.Option(
         False,
         "--reverse-for-slo",
-        help="rate policy: a scale-up may reverse a recent scale-down as soon as a rising "
-        "input is predicted to break the time-lag objective",
+        help="rate policy: a scale-up may reverse a recent scale-down once the time-lag "
+        "objective is broken or a rising input is predicted to break it",
     ),
     warmup_batches: int = typer.Option(3, help="Batches after a rescale before deciding"),
     urgent_time_lag: float = typer.Option(

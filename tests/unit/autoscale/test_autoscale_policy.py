@@ -33,6 +33,7 @@ from streamscale.autoscale.policy import (
     not_worth_its_pause,
     predicted_peak_time_lag,
     reserve_holds,
+    reverses_for_urgency,
     riding_count,
     rising,
     slo_at_risk,
@@ -502,10 +503,35 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
         1,
         Reason.SCALE_DOWN_IDLE,
     ),
-    # the urgent backlog: a scale-down that proves wrong is reversed inside the window
+    # the urgent backlog waits out the window after a scale-down (no reversal) ...
     (
         "up after a recent down, time lag past the bound",
         RATE,
+        PolicyState(last_change_s=NOW - 30, last_direction=-1, stable_since_s=NOW - 5),
+        obs(executors=2, input_rate=5000, lag=200_000, time_lag_s=31.0),
+        2,
+        Reason.HOLD_REVERSAL,
+    ),
+    (
+        "up a window after a down, time lag past the bound: no warm-up wait",
+        RATE,
+        PolicyState(last_change_s=NOW - 60, last_direction=-1, stable_since_s=NOW - 5),
+        obs(executors=2, input_rate=5000, lag=200_000, time_lag_s=31.0),
+        8,
+        Reason.SCALE_UP_BACKLOG,
+    ),
+    # ... unless the objective comes first (reverse_for_slo): then it reverses it at once
+    (
+        "up after a recent down, time lag past the bound, reverse_for_slo",
+        replace(RATE, reverse_for_slo=True),
+        PolicyState(last_change_s=NOW - 30, last_direction=-1, stable_since_s=NOW - 5),
+        obs(executors=2, input_rate=5000, lag=200_000, time_lag_s=31.0),
+        8,
+        Reason.SCALE_UP_URGENT,
+    ),
+    (
+        "lag: up after a recent down, time lag past the bound (the HPA reverses)",
+        LAG,
         PolicyState(last_change_s=NOW - 30, last_direction=-1, stable_since_s=NOW - 5),
         obs(executors=2, input_rate=5000, lag=200_000, time_lag_s=31.0),
         8,
@@ -521,7 +547,7 @@ CASES: list[tuple[str, PolicyConfig, PolicyState, Observation, int, Reason]] = [
     ),
     (
         "urgent and unmeasured: sized on the lower bound",
-        RATE,
+        replace(RATE, reverse_for_slo=True),
         PolicyState(last_change_s=NOW - 30, last_direction=-1),
         obs(executors=1, input_rate=1592, lag=200_000, time_lag_s=60.0, batches=DEMO_SMALL),
         4,  # ~1 460 records/s (fixed cost taken as 0) drains nothing: as far as ×4 allows
@@ -860,7 +886,8 @@ def test_never_down_with_backlog(config: PolicyConfig, state: PolicyState, o: Ob
 def test_no_reversal_inside_the_window(config: PolicyConfig, data: st.DataObject) -> None:
     """Over a random run where the cluster follows every decision, two consecutive changes of
     opposite direction are at least one window apart — in both directions — unless the second
-    is an up forced by an urgent backlog."""
+    is an up forced by an urgent backlog, which only ``reverse_for_slo`` or an idle cluster
+    with a backlog allows."""
     partitions = data.draw(st.integers(1, 10))
     state = PolicyState()
     executors = config.min_executors
@@ -877,6 +904,7 @@ def test_no_reversal_inside_the_window(config: PolicyConfig, data: st.DataObject
                 # urgent: the objective broken, or (opt-in) predicted to break as input rises
                 early = config.reverse_for_slo and rising(config, o) and has_backlog(config, o)
                 assert urgent_backlog(config, o) or early
+                assert reverses_for_urgency(config) or o.executors == 0
         executors = decision.desired
     for (t1, d1, _), (t2, d2, reason) in itertools.pairwise(changes):
         if d1 != d2 and reason is not Reason.SCALE_UP_URGENT:
