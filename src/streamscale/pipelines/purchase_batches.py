@@ -91,8 +91,10 @@ def check_purchase(raw: bytes | None) -> tuple[int, str]:
     if raw is None:
         raise Refused(dl.NULL_VALUE, f"{_WHAT} is null")
     try:
-        obj = json.loads(raw, parse_float=Decimal)
-    except (ValueError, RecursionError):
+        # Strict UTF-8, as RFC 8259 and the SQL parse: json.loads of the bytes themselves
+        # would also take a byte-order mark, UTF-16 and UTF-32.
+        obj = json.loads(raw.decode(), parse_float=Decimal)
+    except (ValueError, RecursionError):  # UnicodeDecodeError included
         raise Refused(dl.NOT_JSON, f"{_WHAT} is not a JSON object") from None
     if not isinstance(obj, dict):
         raise Refused(dl.NOT_JSON, f"{_WHAT} is not a JSON object")
