@@ -109,20 +109,15 @@ class Driver:
         count and waits for none: executors alone can be at ``count`` while a scale-up decided
         by the scenario before is still pending. Their hosts."""
         since = len(self.decisions())
-        seen: dict[str, str] = {}
+        deadline = time.monotonic() + timeout_s
 
-        def ready() -> bool:
-            nonlocal seen
-            if not self.process.alive:
-                return True
+        def settled() -> bool:
             steps = self.decisions()[since:]
-            if not steps or (steps[-1]["desired"], steps[-1]["pending"]) != (count, 0):
-                return False
-            seen = self.executor_hosts()
-            return len(seen) == count and UNKNOWN_HOST not in seen.values()
+            wants = bool(steps) and (steps[-1]["desired"], steps[-1]["pending"]) == (count, 0)
+            return wants or not self.process.alive
 
-        wait_until(f"settled at {count} executor(s)", ready, timeout_s, step_s=1.0)
-        return seen
+        wait_until(f"a control step settled at {count} executor(s)", settled, timeout_s)
+        return self.wait_hosts(count, max(1.0, deadline - time.monotonic()))
 
 
 def start_driver(
