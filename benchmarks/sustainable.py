@@ -71,7 +71,6 @@ output byte for byte.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import functools
 import math
@@ -443,9 +442,16 @@ class Bench:
                         raise RuntimeError(f"the generator failed ({code}): {err}")
                 time.sleep(args.sample_s)
             if not cut:  # its last seconds follow the window: what the engine does after it
-                for gen in gens:
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        gen.wait(60)
+                # Sampling on: a record of the window's end is done when a sample sees it
+                # (curve_latencies), not when the generators have exited.
+                deadline = time.monotonic() + 60
+                while any(g.poll() is None for g in gens) and time.monotonic() < deadline:
+                    engine.check()
+                    appended, done, _, _ = self.progress(pipe, engine)
+                    now = time.time()
+                    curves[0].append((now, float(appended)))
+                    curves[1].append((now, float(done)))
+                    time.sleep(args.sample_s)
         finally:
             for gen in gens:
                 processes.stop_pid(gen.pid)
