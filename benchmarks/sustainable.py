@@ -613,10 +613,17 @@ def run_search(
     measure: Callable[[float], Measured],
     plan: ss.SearchPlan,
     args: argparse.Namespace,
+    known: Sequence[Measured] = (),
 ) -> Result:
+    """The search of one engine at one bound; ``known``: steps already measured that are
+    judged against this bound too (Kafka Streams' one process serves every bound)."""
     criteria = ss.Criteria(bound_s=bound_s, min_steady_s=args.steady_s * 0.98)
     steps: list[tuple[Measured, ss.Verdict]] = []
     note = note_stuck = ""
+    for m in known:
+        v = ss.verdict(m.step, criteria)
+        steps.append((m, v))
+        show_step(name, bound_s, m, v)
 
     def sustained(rate: float) -> bool:
         m = measure(rate)
@@ -628,7 +635,7 @@ def run_search(
         return v.sustained
 
     try:
-        result = ss.search(sustained, plan)
+        result = ss.search(sustained, plan, [(v.rate, v.sustained) for _, v in steps])
         rate = result.sustained
     except EngineStuckError as exc:
         note = note_stuck = str(exc)
@@ -784,7 +791,8 @@ def kstreams_searches(bench: Bench, plan: ss.SearchPlan, tmp: Path) -> list[Resu
             return cache[rate]
 
         for bound in sorted(args.bounds, reverse=True):
-            results.append(run_search("kstreams", bound, measure, plan, args))
+            known = list(cache.values())  # in the order measured
+            results.append(run_search("kstreams", bound, measure, plan, args, known))
             if results[-1].stuck:  # a backlog left behind: no other bound on it
                 break
     finally:

@@ -276,9 +276,19 @@ class SearchResult:
         return low or 0.0
 
 
-def search(sustained: Callable[[float], bool], plan: SearchPlan) -> SearchResult:
-    """Run the search, calling ``sustained(rate)`` once per step (at most ``max_steps``)."""
-    result = SearchResult()
+def search(
+    sustained: Callable[[float], bool],
+    plan: SearchPlan,
+    known: Sequence[tuple[float, bool]] = (),
+) -> SearchResult:
+    """Run the search, calling ``sustained(rate)`` once per step (at most ``max_steps``, the
+    ``known`` steps included).
+
+    ``known``: steps already measured that serve this search too (an engine whose one
+    measurement of a rate is judged against every bound): the search goes on from them, so
+    a step that failed for a passing reason (a backlog left from the warm-up) below rates
+    already sustained does not send it down."""
+    result = SearchResult(list(known))
     while (rate := next_rate(result.steps, plan)) is not None:
         result.steps.append((rate, sustained(rate)))
     return result

@@ -196,6 +196,19 @@ def test_search_with_noise_keeps_the_highest_sustained() -> None:
     assert result.sustained == max(r for r, ok in result.steps if ok)
 
 
+def test_search_goes_on_from_known_steps() -> None:
+    """Steps measured for another bound count: a failure below rates already sustained
+    (noise) does not send the search down, and the budget includes them."""
+    known = [(1000.0, False), (2000.0, True), (4000.0, True), (8000.0, False)]
+    tried: list[float] = []
+    plan = SearchPlan(start=1000.0, precision=0.1, max_steps=5)
+    result = search(lambda rate: tried.append(rate) or rate <= 5000, plan, known)
+    assert result.steps[:4] == known
+    assert tried == [math.sqrt(4000.0 * 8000.0)]  # above 5000: failed
+    assert result.sustained == 4000.0
+    assert search(lambda rate: True, SearchPlan(1000.0, max_steps=4), known).steps == known
+
+
 def test_search_where_nothing_is_sustained() -> None:
     result = search(lambda _: False, PLAN)
     assert result.sustained == 0.0
