@@ -83,7 +83,11 @@ def _json_case(
     missing: Mapping[str, str],
 ) -> str:
     """The CASE that :func:`json_error_sql` and :func:`json_detail_sql` share; the outcomes
-    are SQL expressions (``missing`` one per required field)."""
+    are SQL expressions (``missing`` one per required field).
+
+    A text that is not UTF-8 is not JSON (RFC 8259): Spark's cast of the bytes keeps them,
+    but ``from_json`` reads a bad byte as U+FFFD and parses the rest, so the fast path
+    requires valid UTF-8 and such a text is ``not_json``."""
     present = " AND ".join(f"{parsed}.`{f}` IS NOT NULL" for f in required)
     strict = "".join(f" AND {_string_check(text, f)}" for f in strings)
     wrong = " OR ".join(
@@ -93,8 +97,10 @@ def _json_case(
     not_strings = " OR ".join(f"NOT {_string_check(text, f)}" for f in strings) or "FALSE"
     absent = " ".join(f"WHEN {parsed}.`{f}` IS NULL THEN {missing[f]}" for f in required)
     return (
-        f"CASE WHEN {parsed}._corrupt IS NULL AND {present}{strict} THEN NULL "
+        f"CASE WHEN {parsed}._corrupt IS NULL AND {present}{strict} "
+        f"AND is_valid_utf8({text}) THEN NULL "
         f"WHEN {text} IS NULL THEN {is_null} "
+        f"WHEN NOT is_valid_utf8({text}) THEN {not_json} "
         f"WHEN json_object_keys({text}) IS NULL THEN {not_json} "
         f"WHEN {parsed}._corrupt IS NOT NULL OR {wrong} THEN {wrong_type} "
         f"{absent} "
@@ -115,9 +121,9 @@ def json_error_sql(
     ``text`` is the STRING expression that was parsed, ``parsed`` the ``from_json`` struct
     (its schema carries a ``_corrupt`` string column), ``required`` maps each required field
     to a description for the detail, ``strings`` names fields that must be JSON strings.
-    Checks in order: null text, not a JSON object, a field of the wrong type (unparsable, or
-    present but unreadable as its type), a missing (or null) field. The fast path (everything
-    present) is tested first, so a good record costs one parse.
+    Checks in order: null text, not UTF-8 or not a JSON object, a field of the wrong type
+    (unparsable, or present but unreadable as its type), a missing (or null) field. The fast
+    path (everything present) is tested first, so a good record costs one parse.
     """
     return _json_case(
         text,

@@ -220,8 +220,7 @@ def parse_purchases(df: DataFrame) -> DataFrame:
     recognised by the same regular expression and keeps its id and price texts; any other
     value is read as ``from_json`` into ``id BIGINT, price DECIMAL(10,2)`` reads it (which
     :func:`.purchase_batches.check_purchase` mirrors), with the error codes and details of
-    :func:`.deadletter.json_error_sql`; a value that is not UTF-8 is not JSON (RFC 8259),
-    though Spark's cast would read its bad bytes as U+FFFD and ``from_json`` parse the rest;
+    :func:`.deadletter.json_error_sql` (a value that is not UTF-8 among them: not JSON);
     a purchase without a key is refused whatever its value."""
     from pyspark.sql import functions as F
 
@@ -255,14 +254,12 @@ def parse_purchases(df: DataFrame) -> DataFrame:
             "error": F.expr(
                 f"CASE WHEN key IS NULL THEN '{dl.NULL_KEY}' "
                 f"WHEN id_match <> '' THEN NULL "
-                f"WHEN NOT is_valid_utf8({text}) THEN '{dl.NOT_JSON}' "
                 f"WHEN ({json_error}) IS NOT NULL THEN ({json_error}) "
                 f"WHEN {price_string} THEN '{dl.WRONG_TYPE}' END"
             ),
             "detail": F.expr(
                 "CASE WHEN key IS NULL THEN 'purchase key (transaction id) is null' "
                 f"WHEN id_match <> '' THEN NULL "
-                f"WHEN NOT is_valid_utf8({text}) THEN {dl.sql_str(f'{what} is not a JSON object')} "
                 f"WHEN ({json_error}) IS NOT NULL THEN ({json_detail}) "
                 f"WHEN {price_string} THEN {wrong} END"
             ),

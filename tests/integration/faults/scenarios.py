@@ -744,7 +744,9 @@ def two_brokers_down(
 
 
 def send_exact(
-    bootstrap: str, topic: str, records: list[tuple[str | None, str | None, int, int]]
+    bootstrap: str,
+    topic: str,
+    records: list[tuple[str | bytes | None, str | bytes | None, int, int]],
 ) -> list[tuple[int, int]]:
     """Produce ``(key, value, timestamp ms, partition)`` records in order with the reliable
     producer, one acknowledged before the next; their ``(partition, offset)``."""

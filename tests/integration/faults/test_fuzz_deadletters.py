@@ -40,8 +40,8 @@ FUZZ = settings(
     print_blob=True,
 )
 
-Raw = tuple[str | None, str | None]
-"""A record's key and value, text or null."""
+Raw = tuple[str | bytes | None, str | bytes | None]
+"""A record's key and value, text (bytes where they are not UTF-8) or null."""
 
 
 # --- malformed pieces ------------------------------------------------------------------------
@@ -66,6 +66,23 @@ def _parses_to_object(text: str) -> bool:
         return isinstance(json.loads(text), dict)
     except ValueError:
         return False
+
+
+NOT_UTF8_BYTES = bytes([*range(0x80, 0xC2), *range(0xF5, 0x100)])
+"""Bytes that are never valid UTF-8 where an ASCII character could be."""
+
+
+def spoiled(valid: st.SearchStrategy[str]) -> st.SearchStrategy[bytes]:
+    """An ASCII JSON text with a byte that is not UTF-8 put in anywhere: inside a string (a
+    Latin-1 name), between tokens or at the end. Not JSON (RFC 8259), though a lenient
+    decoder reads it as U+FFFD and parses the rest."""
+    return st.tuples(valid, st.integers(0, 10**6), st.sampled_from(NOT_UTF8_BYTES)).map(
+        lambda t: (
+            t[0].encode()[: t[1] % (len(t[0]) + 1)]
+            + bytes([t[2]])
+            + t[0].encode()[t[1] % (len(t[0]) + 1) :]
+        )
+    )
 
 
 def truncated(valid: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
@@ -105,13 +122,14 @@ not_price = st.one_of(
     st.lists(st.integers(), max_size=2),
 )
 purchase_key = st.uuids().map(str)
-bad_purchase_value = st.one_of(
+bad_purchase_value: st.SearchStrategy[str | bytes] = st.one_of(
     not_json,
     truncated(st.just(json.dumps(PURCHASE))),
     wrong_type(PURCHASE, {"id": not_int, "price": not_price}),
     missing(PURCHASE),
     huge_number.map(lambda n: f'{{"id":{n},"price":1.00}}'),
     huge_text.map(lambda t: f'{{"id":1,"price":"{t}"}}'),
+    spoiled(st.just(json.dumps(PURCHASE))),
 )
 bad_purchase: st.SearchStrategy[Raw] = st.one_of(
     st.tuples(purchase_key, bad_purchase_value),
@@ -133,6 +151,7 @@ bad_product: st.SearchStrategy[Raw] = st.one_of(
     st.tuples(st.just("5"), missing(PRODUCT)),
     st.tuples(st.integers(6, 10**6).map(str), st.just(json.dumps(PRODUCT))),  # id ≠ key
     st.tuples(st.just("5"), huge_number.map(lambda n: f'{{"id":{n},"name":"W"}}')),
+    st.tuples(st.just("5"), spoiled(st.just(json.dumps(PRODUCT)))),
 )
 
 
@@ -146,7 +165,7 @@ headers = st.builds(
     st.integers(0, 10_000),
     st.integers(100_000, 999_999),
 )
-bad_header = st.one_of(
+bad_header: st.SearchStrategy[str | bytes] = st.one_of(
     not_json,
     truncated(st.just(json.dumps(HEADER))),
     wrong_type(
@@ -167,6 +186,7 @@ bad_header = st.one_of(
         ]
     ),
     huge_text.map(lambda t: json.dumps({**HEADER, "machine": t})),
+    spoiled(headers),
 )
 bad_hit = st.one_of(
     st.text(max_size=12).filter(lambda t: len(t) != 8),
@@ -174,7 +194,7 @@ bad_hit = st.one_of(
     st.sampled_from(["00114101", "FF114101", "2A014101", "2A904101", "2A11F101", "2A114199"]),
     st.integers(),
 )
-bad_body = st.one_of(
+bad_body: st.SearchStrategy[str | bytes] = st.one_of(
     not_json,
     truncated(st.just(json.dumps(BODY))),
     wrong_type(BODY, {"game": st.integers(), "hits": st.one_of(st.text(max_size=8), json_scalars)}),
@@ -187,6 +207,7 @@ bad_body = st.one_of(
         ]
     ),
     huge_text.map(lambda t: json.dumps({"game": t, "hits": [GOOD_HIT]})),
+    spoiled(st.just(json.dumps(BODY))),
 )
 body_with_bad_hits = st.tuples(
     st.lists(bad_hit, min_size=1, max_size=3), st.lists(st.just(GOOD_HIT), max_size=2)
@@ -272,6 +293,8 @@ EVERY_KIND_OF_PURCHASE: list[Raw] = [
     ("k-huge-price", '{"id":7,"price":"' + "x" * HUGE + '"}'),
     ("k-tombstone", None),
     (None, '{"id":7,"price":1.00}'),
+    ("k-latin1", b'{"id":7,"price":1.00,"note":"caf\xe9"}'),
+    ("k-after", b'{"id":7,"price":1.00}\xff'),
 ]
 EVERY_KIND_OF_PRODUCT: list[Raw] = [
     (None, json.dumps(PRODUCT)),
@@ -283,6 +306,7 @@ EVERY_KIND_OF_PRODUCT: list[Raw] = [
     ("5", '{"id":5}'),
     ("6", json.dumps(PRODUCT)),
     ("5", '{"id":' + "9" * HUGE + ',"name":"W"}'),
+    ("5", b'{"id":5,"name":"Caf\xe9"}'),
 ]
 
 
@@ -347,12 +371,15 @@ EVERY_KIND_OF_FRAME: list[Raw] = [
     (_H, json.dumps({"game": "x" * HUGE, "hits": [GOOD_HIT]})),
     (_H, None),
     (_H, json.dumps({"game": "NeonBrawl", "hits": ["FF114101", "2A0", 7, GOOD_HIT]})),
+    (_H.encode()[:-2] + b'\xff"}', json.dumps(BODY)),
+    (_H, b'{"game":"NeonBrawl\xe9","hits":["' + GOOD_HIT.encode() + b'"]}'),
 ]
 EVERY_KIND_OF_APPROVAL: list[Raw] = [
     (None, json.dumps(BODY)),
     ("{", json.dumps(BODY)),
     ('{"ts":1,"machine":100001,"zone":"EU"}', json.dumps(BODY)),
     (_H, None),
+    (b"\xfe" + _H.encode(), json.dumps(BODY)),
 ]
 
 

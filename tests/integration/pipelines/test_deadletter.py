@@ -30,7 +30,7 @@ def offsets_by_value(
     records: list[tuple[Any, Any, int, None]], offsets: list[tuple[int, int]]
 ) -> dict[bytes | None, tuple[int, int]]:
     return {
-        (value.encode() if value is not None else None): where
+        (value.encode() if isinstance(value, str) else value): where
         for (_, value, _, _), where in zip(records, offsets, strict=True)
     }
 
@@ -64,6 +64,7 @@ def test_enrichment_dead_letters_each_bad_record_and_keeps_going(
         ("7", '{"id":7}', T0, None),  # no name
         ("8", '{"id":8,"name":["a"]}', T0, None),  # name of the wrong type
         ("9", '{"id":10,"name":"Mismatch"}', T0, None),  # value id differs from the key
+        ("11", b'{"id":11,"name":"Caf\xe9"}', T0, None),  # Latin-1, not UTF-8: not JSON
     ]
     ref_records = [("1", '{"id":1,"name":"Good One"}', T0, None), *bad_products]
     ref_offsets = produce(settings, topics.referential, ref_records)
@@ -73,6 +74,7 @@ def test_enrichment_dead_letters_each_bad_record_and_keeps_going(
         ("p-missing", '{"price":1.00}', T0 + 1, None),
         ("p-null", None, T0 + 1, None),
         ("p-array", "[1,2]", T0 + 1, None),
+        ("p-bytes", b'{"id":1,"price":2.50}\xff', T0 + 1, None),  # not UTF-8
     ]
     purchase_records = [("p-ok", '{"id":1,"price":2.50}', T0 + 1, None), *bad_purchases]
     purchase_offsets = produce(settings, topics.purchases, purchase_records)
@@ -93,6 +95,7 @@ def test_enrichment_dead_letters_each_bad_record_and_keeps_going(
         b'{"price":1.00}': "missing_field",
         None: "null_value",
         b"[1,2]": "not_json",
+        b'{"id":1,"price":2.50}\xff': "not_json",
         # referential
         b'{"id":5,"name":"No Key"}': "null_key",
         b'{"id":5,"name":"Bad Key"}': "wrong_type",
@@ -100,10 +103,15 @@ def test_enrichment_dead_letters_each_bad_record_and_keeps_going(
         b'{"id":7}': "missing_field",
         b'{"id":8,"name":["a"]}': "wrong_type",
         b'{"id":10,"name":"Mismatch"}': "invalid_value",
+        b'{"id":11,"name":"Caf\xe9"}': "not_json",
     }
     letters = by_value(dead)
     assert {v: letters[v].header("error") for v in letters} == expected_errors
     assert letters[b'{"id":7}'].header("error.detail") == "product value has no name (a string)"
+    assert (
+        letters[b'{"id":11,"name":"Caf\xe9"}'].header("error.detail")
+        == "product value is not a JSON object"
+    )
     produced_refs = offsets_by_value(ref_records, ref_offsets)
     produced_purchases = offsets_by_value(purchase_records, purchase_offsets)
     for value, letter in letters.items():
@@ -115,10 +123,10 @@ def test_enrichment_dead_letters_each_bad_record_and_keeps_going(
 
     counts = [pipeline.batch_counts(p) for p in query.recentProgress]
     total = {k: sum(c.get(k, 0) for c in counts) for k in {k for c in counts for k in c}}
-    assert total["purchases"] == 6 == total["enriched"] + total["purchases_dlq"]
-    assert total["referential"] == 7 == total["referential_applied"] + total["referential_dlq"]
-    assert (total["enriched"], total["purchases_dlq"], total["referential_dlq"]) == (1, 5, 6)
-    assert sum(v for k, v in total.items() if k.startswith("dlq.")) == 11
+    assert total["purchases"] == 7 == total["enriched"] + total["purchases_dlq"]
+    assert total["referential"] == 8 == total["referential_applied"] + total["referential_dlq"]
+    assert (total["enriched"], total["purchases_dlq"], total["referential_dlq"]) == (1, 6, 7)
+    assert sum(v for k, v in total.items() if k.startswith("dlq.")) == 13
     # The table holds only the good product, in Spark's state store.
     state = spark.read.format("statestore").load(str(checkpoint)).collect()
     assert [row.key[0] for row in state] == [1]

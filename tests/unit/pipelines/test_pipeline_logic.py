@@ -168,7 +168,10 @@ def test_dead_letter_names_and_sql_literals() -> None:
     assert dl.dlq_topic("enrichment") == "enrichment-dlq"
     assert dl.sql_str("it's a \\ test") == "'it\\'s a \\\\ test'"
     error = dl.json_error_sql("v", "j", {"id": "an id"})
-    assert error.startswith("CASE WHEN j._corrupt IS NULL AND j.`id` IS NOT NULL THEN NULL")
+    assert error.startswith(
+        "CASE WHEN j._corrupt IS NULL AND j.`id` IS NOT NULL AND is_valid_utf8(v) THEN NULL"
+    )
+    assert "WHEN NOT is_valid_utf8(v) THEN 'not_json'" in error  # before any field's check
     assert "'not_json'" in error and "'wrong_type'" in error and "'missing_field'" in error
 
 
