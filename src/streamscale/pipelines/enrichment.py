@@ -104,14 +104,12 @@ from streamscale.settings import KafkaSource, Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
 
 NAME: Final = "enrichment"
 
 OPERATOR: Final = "io.streamscale.operators.ReferentialTable"
 """The table operator's class (``jvm/operators/src``, built into ``jvm/lib/operators``)."""
 OBSERVED: Final = "enrichment-tasks"
-WRITTEN: Final = "enrichment-written"
 """Name of the observed metric that gathers the parse tasks' counts into the batch's progress."""
 EVENT_TIME: Final = "event_time"
 PURCHASE: Final = "p"
@@ -630,30 +628,6 @@ class Enrichment(ForeachBatchQuery):
         )
         return table_operator(timed)
 
-    def start(self, spark: SparkSession, trigger: Mapping[str, Any]) -> StreamingQuery:
-        """At-least-once: the write in the streaming plan (one planning a batch), Spark's
-        ``noop`` sink, the counts observed; exactly-once: ``foreachBatch``."""
-        import os
-
-        from pyspark.sql import functions as F
-
-        s = self.settings
-        if s.delivery == "exactly-once" or not os.environ.get("STREAMSCALE_WRITE_IN_PLAN"):
-            return super().start(spark, trigger)
-        task = WriteTask(self.topics.output, s.sink_options("write"), self.topics.dlq)
-        written = (
-            self.stream(spark)
-            .mapInArrow(task, "counts STRING")
-            .observe(WRITTEN, F.collect_list("counts").alias("tasks"))
-        )
-        return (
-            written.writeStream.queryName(self.name)
-            .format("noop")
-            .option("checkpointLocation", self.checkpoint)
-            .trigger(**trigger)
-            .start()
-        )
-
     def process_batch(self, batch: DataFrame, batch_id: int) -> None:
         """Write the batch's named purchases (module doc, step 3, on the executors)."""
         s = self.settings
@@ -681,8 +655,7 @@ class Enrichment(ForeachBatchQuery):
         data = progress_data(progress)
         counts = BatchCounts()
         counts.add(super().batch_counts(data))
-        for name in (OBSERVED, WRITTEN):
-            observed = (data.get("observedMetrics") or {}).get(name) or {}
-            for text in observed.get("tasks") or []:
-                counts.add(json.loads(text))
+        observed = (data.get("observedMetrics") or {}).get(OBSERVED) or {}
+        for text in observed.get("tasks") or []:
+            counts.add(json.loads(text))
         return counts.as_dict()
