@@ -372,6 +372,18 @@ class Bench:
         inputs = {topic: self.ends(topic) for topic in pipe.inputs}
         return sum(sum(ends.values()) for ends in inputs.values()), done, inputs, outputs
 
+    def sample(
+        self, pipe: Pipe, engine: Engine, curves: tuple[list[ss.LagPoint], list[ss.LagPoint]]
+    ) -> tuple[float, int, int, dict[str, dict[int, int]], dict[int, int]]:
+        """One sample: the engine checked, :meth:`progress` taken and added to ``curves``
+        (records appended, records done); its time first."""
+        engine.check()
+        appended, done, in_ends, out_ends = self.progress(pipe, engine)
+        now = time.time()
+        curves[0].append((now, float(appended)))
+        curves[1].append((now, float(done)))
+        return now, appended, done, in_ends, out_ends
+
     def generator(self, pipe: Pipe, rate: float, seconds: float) -> Any:
         """The project's generator at ``rate`` input records/s (game frames: frames and
         their approvals), a new seed per step."""
@@ -416,13 +428,9 @@ class Bench:
         rss: cpu_use.RssPeak | None = None
         try:
             while True:
-                engine.check()
-                appended, done, in_ends, out_ends = self.progress(pipe, engine)
-                now = time.time()
+                now, appended, done, in_ends, out_ends = self.sample(pipe, engine, curves)
                 lag = (appended - done) * pipe.scale
                 points.append((now, lag))
-                curves[0].append((now, float(appended)))
-                curves[1].append((now, float(done)))
                 if "start" not in window and now >= start_at:
                     window.update(
                         start=now, cpu0=cpu_use.snapshot(os.getpid()), in0=in_ends, out0=out_ends
@@ -446,11 +454,7 @@ class Bench:
                 # (curve_latencies), not when the generators have exited.
                 deadline = time.monotonic() + 60
                 while any(g.poll() is None for g in gens) and time.monotonic() < deadline:
-                    engine.check()
-                    appended, done, _, _ = self.progress(pipe, engine)
-                    now = time.time()
-                    curves[0].append((now, float(appended)))
-                    curves[1].append((now, float(done)))
+                    self.sample(pipe, engine, curves)
                     time.sleep(args.sample_s)
         finally:
             for gen in gens:
@@ -526,11 +530,7 @@ class Bench:
         deadline = time.monotonic() + self.args.drain_s
         lag = 0
         while time.monotonic() < deadline:
-            engine.check()
-            appended, done, _, _ = self.progress(pipe, engine)
-            now = time.time()
-            curves[0].append((now, float(appended)))
-            curves[1].append((now, float(done)))
+            _, appended, done, _, _ = self.sample(pipe, engine, curves)
             lag = appended - done
             if lag <= (0 if pipe.enrichment else self.args.sessions_slack):
                 return

@@ -76,13 +76,13 @@ def spoiled(valid: st.SearchStrategy[str]) -> st.SearchStrategy[bytes]:
     """An ASCII JSON text with a byte that is not UTF-8 put in anywhere: inside a string (a
     Latin-1 name), between tokens or at the end. Not JSON (RFC 8259), though a lenient
     decoder reads it as U+FFFD and parses the rest."""
-    return st.tuples(valid, st.integers(0, 10**6), st.sampled_from(NOT_UTF8_BYTES)).map(
-        lambda t: (
-            t[0].encode()[: t[1] % (len(t[0]) + 1)]
-            + bytes([t[2]])
-            + t[0].encode()[t[1] % (len(t[0]) + 1) :]
-        )
-    )
+
+    def put_in(text: str, at: int, byte: int) -> bytes:
+        raw = text.encode()
+        cut = at % (len(raw) + 1)
+        return raw[:cut] + bytes([byte]) + raw[cut:]
+
+    return st.builds(put_in, valid, st.integers(0, 10**6), st.sampled_from(NOT_UTF8_BYTES))
 
 
 def truncated(valid: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
