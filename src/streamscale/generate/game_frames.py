@@ -94,12 +94,13 @@ class Machine:
 
 
 def make_machines(rng: random.Random, count: int | None = None) -> list[Machine]:
-    """``count`` machines (default: 10-35 drawn from ``rng``) with distinct 6-digit ids."""
+    """``count`` machines (default: 10-35 drawn from ``rng``) with distinct 6-digit ids:
+    100000-999999, and above 900,000 machines 000000-999999 (leading zeros) for up to 10⁶."""
     if count is None:
         count = rng.randint(MACHINES_MIN, MACHINES_MAX)
-    if not 1 <= count <= 900_000:
-        raise ConfigError(f"--machines must be within 1-900000, got {count}")
-    ids = rng.sample(range(100_000, 1_000_000), count)
+    if not 1 <= count <= 1_000_000:
+        raise ConfigError(f"--machines must be within 1-1000000, got {count}")
+    ids = rng.sample(range(100_000 if count <= 900_000 else 0, 1_000_000), count)
     return [Machine(f"{mid:06d}", rng.choice(codec.ZONES), rng.choice(codec.GAMES)) for mid in ids]
 
 

@@ -75,6 +75,15 @@ def test_machines() -> None:
     assert len(make_machines(random.Random(1), 3)) == 3
     with pytest.raises(ValueError):
         make_machines(random.Random(1), 0)
+    with pytest.raises(ValueError, match="1-1000000"):
+        make_machines(random.Random(1), 1_000_001)
+
+
+def test_a_million_machines_take_every_six_digit_id() -> None:
+    ids = {m.id for m in make_machines(random.Random(3), 1_000_000)}
+    assert len(ids) == 1_000_000
+    assert all(len(i) == 6 and i.isdigit() for i in ids)
+    assert "000000" in ids
 
 
 def test_requests_are_exact_compact_json_with_event_time(
