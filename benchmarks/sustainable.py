@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/sustainable.py [--pipeline enrichment|game-sessions]
         [--engine spark-connector --engine spark-streamscale-kafka --engine kstreams]
-        [--bound 5,30] [--products 10000] [--machines 1000] [--start 10000] [--factor 2]
+        [--bound 5,30] [--products 10000] [--renames-per-s 0] [--driver-memory 2g]
+        [--machines 1000] [--start 10000] [--factor 2]
         [--precision 0.15] [--max-steps 6] [--warmup-s 20] [--steady-s 60] [--drain-s 300]
         [--runs 1] [--generators 1] [--master local[4]] [--shuffle-partitions N]
         [--threads 2] [--log-dir DIR] [--engine-warmup-s 0] [--log-batches]
@@ -27,7 +28,10 @@ its purchases topic stamped by the broker, ``LogAppendTime``, as the outputs are
   input fell below 95 % of R (the generator shares the machine's 2 cores) does not count as
   sustained. Game frames come from ``--machines`` machines (a machine's frames are at least
   1 ms apart in event time, so fewer machines than the frame rate / 1000 would run event
-  time ahead of the clock);
+  time ahead of the clock). With ``--renames-per-s`` a third generator,
+  ``streamscale generate referential --renames-of``, renames random products of the
+  enrichment's referential meanwhile (the referential changing in every batch, as at 10⁷
+  products in ``benchmarks/table_state.py``);
 - **the lag** is sampled every ``--sample-s``, the same measure for every engine
   (:class:`Pipe`): enrichment, purchases appended minus outputs and dead letters appended
   (one record out per purchase), read from the broker; game sessions, frames and approvals
@@ -409,6 +413,29 @@ class Bench:
             start_new_session=True,  # its own process group: processes.stop_pid stops it
         )
 
+    def generators(self, pipe: Pipe, rate: float, seconds: float) -> list[Any]:
+        """``--generators`` processes, each at its share of ``rate`` (a new seed each), and
+        with ``--renames-per-s`` one more renaming the enrichment's products meanwhile."""
+        gens = self.generators(pipe, rate, seconds)
+        if pipe.enrichment and self.args.renames_per_s > 0:
+            gens.append(self.renamer(pipe, seconds))
+        return gens
+
+    def renamer(self, pipe: Pipe, seconds: float) -> Any:
+        """``streamscale generate referential --renames-of``: random products renamed at
+        ``--renames-per-s`` (the referential changing in every batch), a new seed a step."""
+        self.seed += 1
+        argv = [sys.executable, "-m", "streamscale.cli.main", "generate", "referential"]
+        argv += ["--renames-of", str(self.args.products), "--topic", pipe.topics.referential]
+        argv += ["--rate", f"{self.args.renames_per_s:g}", "--duration", f"{seconds:g}"]
+        argv += ["--seed", str(self.seed), "--bootstrap", self.settings.bootstrap_servers]
+        argv += ["--no-progress"]
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        return subprocess.Popen(
+            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            start_new_session=True,
+        )  # fmt: skip
+
     def measure(self, engine: Engine, pipe: Pipe, rate: float, bound_s: float) -> Measured:
         """One step at ``rate``; Spark's batching is sized for ``bound_s``, and the step is
         cut short once its lag is far past it."""
@@ -417,11 +444,7 @@ class Bench:
         curves: tuple[list[ss.LagPoint], list[ss.LagPoint]] = ([], [])
         points: list[ss.LagPoint] = []
         cut = ""
-        # --generators processes, each at its share of the rate (a new seed each).
-        gens = [
-            self.generator(pipe, rate / args.generators, args.warmup_s + args.steady_s + 5)
-            for _ in range(args.generators)
-        ]
+        gens = self.generators(pipe, rate, args.warmup_s + args.steady_s + 5)
         t0 = time.time()
         start_at, end_at = t0 + args.warmup_s, t0 + args.warmup_s + args.steady_s
         window: dict[str, Any] = {}
@@ -695,7 +718,7 @@ def one_run(run: int, args: argparse.Namespace) -> list[Result]:
             bootstrap_servers=b.bootstrap,
             spark_master=args.master,
             state_store="rocksdb",
-            driver_memory="2g",
+            driver_memory=args.driver_memory,
             **overrides,
         )
         admin = KafkaAdmin(settings.kafka_config(), 30.0)
@@ -867,6 +890,19 @@ def main() -> None:
     )
     parser.add_argument("--bound", default="5,30", help="latency bounds, seconds, comma-separated")
     parser.add_argument("--products", type=int, default=10_000)
+    parser.add_argument(
+        "--renames-per-s",
+        type=float,
+        default=0.0,
+        help="enrichment: random products renamed per second during every step (the "
+        "referential changing in every batch; 0: a referential that does not change)",
+    )
+    parser.add_argument(
+        "--driver-memory",
+        default="2g",
+        help="Spark's driver (and local executors') memory: 4g for 10^7 products, whose "
+        "whole referential comes in the first batch",
+    )
     parser.add_argument("--start", type=float, default=10_000.0, help="first rate, records/s")
     parser.add_argument("--factor", type=float, default=2.0)
     parser.add_argument("--precision", type=float, default=0.15)

@@ -130,11 +130,23 @@ def referential_command(
     delete_fraction: float = typer.Option(
         0.0, "--delete-fraction", help="Fraction of products deleted by a tombstone"
     ),
+    renames_of: int | None = typer.Option(
+        None,
+        "--renames-of",
+        help="Only renames of random products among 1..N, already published (a referential "
+        "changing while in use): --count renames, or --duration at --rate",
+    ),
     progress: bool | None = PROGRESS,
     delivery_timeout: float = DELIVERY_TIMEOUT,
 ) -> None:
     """Products {"id", "name"} keyed by id, then renames and tombstones."""
     settings = _settings(bootstrap)
+    if renames_of is not None:
+        _renames_only(
+            settings, renames_of, rate, count, duration, profile, start_rate, seed, topic,
+            progress, delivery_timeout,
+        )  # fmt: skip
+        return
     try:
         if count is not None:
             plan = referential.plan_for_products(count, rename_fraction, delete_fraction)
@@ -156,6 +168,29 @@ def referential_command(
         f"{plan.renames} renames, {plan.deletes} tombstones)",
         used_seed,
     )
+
+
+def _renames_only(
+    settings: Settings,
+    products: int,
+    rate: float,
+    count: int | None,
+    duration: float | None,
+    profile: Profile,
+    start_rate: float,
+    seed: int | None,
+    topic: str,
+    progress: bool | None,
+    delivery_timeout: float,
+) -> None:
+    try:
+        schedule = _schedule(profile, rate, count, duration, start_rate)
+        used_seed = _seed(seed)
+        records = referential.renames(random.Random(used_seed), products, schedule.total, topic)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    stats = _produce(settings, records, schedule, [topic], "renames", progress, delivery_timeout)
+    _summary(stats, f"{stats.records} renames of products 1..{products} to {topic}", used_seed)
 
 
 @app.command("purchases")

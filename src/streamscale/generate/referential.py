@@ -6,7 +6,8 @@ product's current name, a tombstone (value None) deletes it. A run publishes pro
 ``round(products * rename_fraction)`` renames (distinct products, new name ending in
 `` v2``) and ``round(products * delete_fraction)`` tombstones (distinct products; a product
 may be both renamed and deleted, in either order). Value example:
-``{"id":17,"name":"Amber Kettle 17"}``.
+``{"id":17,"name":"Amber Kettle 17"}``. :func:`renames` are the changes of a referential
+already published (``--renames-of``): products drawn at random, each rename a new name.
 """
 
 from __future__ import annotations
@@ -128,3 +129,18 @@ def referential_records(rng: random.Random, plan: ReferentialPlan, topic: str) -
             yield (topic, str(product_id), value, 0, True)
         else:
             yield (topic, str(product_id), None, 0, True)
+
+
+def renames(rng: random.Random, products: int, count: int, topic: str) -> Iterator[Record]:
+    """``count`` renames of products drawn uniformly from ``1..products`` (with repeats), the
+    ``i``-th named ``"<name> r<i>"``: a published referential changing while it is used."""
+    if products < 1:
+        raise ConfigError(f"--renames-of must be >= 1, got {products}")
+    return _renames(rng, products, count, topic)
+
+
+def _renames(rng: random.Random, products: int, count: int, topic: str) -> Iterator[Record]:
+    for i in range(count):
+        product_id = 1 + int(rng.random() * products)
+        name = f"{_name(rng, product_id)} r{i}"
+        yield (topic, str(product_id), product_json(product_id, name), 0, True)

@@ -133,6 +133,25 @@ def test_cli_summary_and_errors(settings: Settings, topic_factory: Callable[...,
     assert "give --count" in result.stderr
 
 
+def test_cli_renames_of_a_published_referential(
+    settings: Settings, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(partitions=1, prefix="referentiel")
+    base = ["generate", "referential", "--bootstrap", settings.bootstrap_servers, "--seed", "4"]
+    result = CliRunner().invoke(
+        app, [*base, "--topic", topic, "--renames-of", "1000", "--count", "200", "--rate", "2000"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "200 renames of products 1..1000 to" in result.stdout
+    got = consume_all(settings, topic, 1)
+    assert len(got) == 200
+    assert all(1 <= int(m.key()) <= 1000 and m.value() for m in got)
+
+    result = CliRunner().invoke(app, [*base, "--topic", topic, "--renames-of", "0", "--count", "1"])
+    assert result.exit_code == 1
+    assert "--renames-of must be >= 1" in result.stderr
+
+
 def test_unreachable_broker_fails_fast_with_its_address() -> None:
     bootstrap = f"127.0.0.1:{free_port()}"
     runner = CliRunner()

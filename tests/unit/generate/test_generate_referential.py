@@ -11,6 +11,7 @@ from streamscale.generate.referential import (
     plan_for_products,
     plan_for_records,
     referential_records,
+    renames,
 )
 
 
@@ -69,3 +70,20 @@ def test_plans() -> None:
 def test_fractions_are_checked(rename: float, delete: float) -> None:
     with pytest.raises(ValueError, match="fraction"):
         plan_for_products(10, rename, delete)
+
+
+def test_renames_of_a_published_referential() -> None:
+    out = list(renames(random.Random(3), 50, 400, "referentiel"))
+    assert out == list(renames(random.Random(3), 50, 400, "referentiel"))
+    assert len(out) == 400
+    ids = set()
+    for i, (topic, key, value, ts, counted) in enumerate(out):
+        assert (topic, ts, counted) == ("referentiel", 0, True)
+        assert isinstance(value, str)
+        product = json.loads(value)
+        assert str(product["id"]) == key and 1 <= product["id"] <= 50
+        assert product["name"].endswith(f" r{i}")
+        ids.add(product["id"])
+    assert len(ids) > 40  # drawn over the whole range, with repeats
+    with pytest.raises(ValueError, match="--renames-of"):
+        renames(random.Random(3), 0, 1, "referentiel")
