@@ -416,7 +416,10 @@ class Bench:
     def generators(self, pipe: Pipe, rate: float, seconds: float) -> list[Any]:
         """``--generators`` processes, each at its share of ``rate`` (a new seed each), and
         with ``--renames-per-s`` one more renaming the enrichment's products meanwhile."""
-        gens = self.generators(pipe, rate, seconds)
+        gens = [
+            self.generator(pipe, rate / self.args.generators, seconds)
+            for _ in range(self.args.generators)
+        ]
         if pipe.enrichment and self.args.renames_per_s > 0:
             gens.append(self.renamer(pipe, seconds))
         return gens
@@ -528,10 +531,7 @@ class Bench:
         t0 = time.time()
         rate = self.args.start
         config = engine.before_step(rate, max(self.args.bounds))
-        gens = [
-            self.generator(pipe, rate / self.args.generators, seconds)
-            for _ in range(self.args.generators)
-        ]
+        gens = self.generators(pipe, rate, seconds)
         try:
             for gen in gens:
                 gen.wait(seconds + 60)
