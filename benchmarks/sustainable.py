@@ -120,6 +120,12 @@ SPARK_KINDS = ("spark jvm", "python workers", "benchmark process")
 SPARK_RSS_KINDS = ("spark jvm", "python workers")
 KS_KINDS = ("kafka streams jvm",)
 ABORT_SLACK_S = 10.0
+RESTART_WAIT_S = 300.0
+"""The longest an engine started again for a step may take to its first batch with input
+(Spark at 10⁷ products: 25-30 s, its state stores loaded from the checkpoint)."""
+TAIL_S = 5.0
+"""The generators run this long past the steady window, sampled: a record of the window's end
+is done when a sample sees it (:func:`ss.curve_latencies`)."""
 
 
 def load() -> str:
@@ -247,6 +253,10 @@ class SparkEngine:
         if query.exception() is not None:
             raise RuntimeError(str(query.exception()))
 
+    def started(self) -> bool:
+        """Whether the query started for this step has finished a batch with input."""
+        return bool(self.batches)
+
     def before_step(self, rate: float, bound_s: float) -> str:
         self.batches = []
         batching = ss.spark_batching(bound_s, rate)
@@ -313,6 +323,9 @@ class KafkaStreamsEngine:
 
     def before_step(self, rate: float, bound_s: float) -> str:
         return "defaults"
+
+    def started(self) -> bool:
+        return True
 
     def done(self) -> int:
         return self.app.count("frames") + self.app.count("approvals")
@@ -441,15 +454,22 @@ class Bench:
 
     def measure(self, engine: Engine, pipe: Pipe, rate: float, bound_s: float) -> Measured:
         """One step at ``rate``; Spark's batching is sized for ``bound_s``, and the step is
-        cut short once its lag is far past it."""
+        cut short once its lag is far past it. The warm-up starts when the engine, started
+        again for the step (Spark: its query with the bound's batching), has finished its
+        first batch with input: a restart is the benchmark's, not the engine's steady state
+        (at 10⁷ products it loads the state stores for 25-30 s), and the warm-up absorbs the
+        backlog it left."""
         args = self.args
         config = engine.before_step(rate, bound_s)
         curves: tuple[list[ss.LagPoint], list[ss.LagPoint]] = ([], [])
         points: list[ss.LagPoint] = []
         cut = ""
-        gens = self.generators(pipe, rate, args.warmup_s + args.steady_s + 5)
-        t0 = time.time()
-        start_at, end_at = t0 + args.warmup_s, t0 + args.warmup_s + args.steady_s
+        # Stopped by PID after the window's tail; the duration only bounds them.
+        gens = self.generators(
+            pipe, rate, RESTART_WAIT_S + args.warmup_s + args.steady_s + TAIL_S + 5
+        )
+        began = time.time()
+        t0 = start_at = end_at = math.inf
         window: dict[str, Any] = {}
         rss: cpu_use.RssPeak | None = None
         try:
@@ -457,6 +477,15 @@ class Bench:
                 now, appended, done, in_ends, out_ends = self.sample(pipe, engine, curves)
                 lag = (appended - done) * pipe.scale
                 points.append((now, lag))
+                if t0 == math.inf:
+                    if engine.started():
+                        t0 = now
+                        start_at, end_at = t0 + args.warmup_s, t0 + args.warmup_s + args.steady_s
+                    elif now - began > RESTART_WAIT_S:
+                        engine.after_step()
+                        raise EngineStuckError(
+                            f"no batch within {RESTART_WAIT_S:.0f} s of its start for the step"
+                        )
                 if "start" not in window and now >= start_at:
                     window.update(
                         start=now, cpu0=cpu_use.snapshot(os.getpid()), in0=in_ends, out0=out_ends
@@ -476,10 +505,7 @@ class Bench:
                         raise RuntimeError(f"the generator failed ({code}): {err}")
                 time.sleep(args.sample_s)
             if not cut:  # its last seconds follow the window: what the engine does after it
-                # Sampling on: a record of the window's end is done when a sample sees it
-                # (curve_latencies), not when the generators have exited.
-                deadline = time.monotonic() + 60
-                while any(g.poll() is None for g in gens) and time.monotonic() < deadline:
+                while time.time() < end_at + TAIL_S:
                     self.sample(pipe, engine, curves)
                     time.sleep(args.sample_s)
         finally:
