@@ -201,6 +201,7 @@ class SparkEngine:
         self.spark, self.settings, self.pipe = spark, settings, pipe
         self.source, self.checkpoint = source, checkpoint
         self.query: Any = None
+        self.run_id = ""
         self.current: Any = None
         self.read = 0
         self.log_batches = log_batches
@@ -218,7 +219,10 @@ class SparkEngine:
                 current = engine.current
                 if current is not None and not engine.pipe.enrichment:
                     engine.read += int(event.progress.numInputRows)
-                if current is not None and int(event.progress.numInputRows):
+                # Events come asynchronously: a batch of the query stopped after the step
+                # before may come after this step's query started.
+                ours = str(event.progress.runId) == engine.run_id
+                if current is not None and ours and int(event.progress.numInputRows):
                     durations = dict(event.progress.durationMs or {})
                     engine.batches.append((int(event.progress.numInputRows), durations))
                     engine.samples.append(
@@ -261,6 +265,7 @@ class SparkEngine:
         self.batches = []
         batching = ss.spark_batching(bound_s, rate)
         self.query = self.pipeline(batching.max_offsets).start(self.spark, batching.trigger)
+        self.run_id = str(self.query.runId)
         return f"trigger {batching.trigger_s:g} s, maxOffsetsPerTrigger {batching.max_offsets:,}"
 
     def done(self) -> int:
