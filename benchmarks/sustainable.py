@@ -123,6 +123,9 @@ ABORT_SLACK_S = 10.0
 RESTART_WAIT_S = 300.0
 """The longest an engine started again for a step may take to its first batch with input
 (Spark at 10⁷ products: 25-30 s, its state stores loaded from the checkpoint)."""
+CATCH_UP_S = 120.0
+"""How much longer than ``--warmup-s`` a step's warm-up may last while the engine's lag is
+above ``rate × bound`` (the backlog of its start for the step, not yet absorbed)."""
 TAIL_S = 5.0
 """The generators run this long past the steady window, sampled: a record of the window's end
 is done when a sample sees it (:func:`ss.curve_latencies`)."""
@@ -463,7 +466,8 @@ class Bench:
         again for the step (Spark: its query with the bound's batching), has finished its
         first batch with input: a restart is the benchmark's, not the engine's steady state
         (at 10⁷ products it loads the state stores for 25-30 s), and the warm-up absorbs the
-        backlog it left."""
+        backlog it left: it lasts at least ``--warmup-s`` and until the lag is at most
+        ``rate × bound``, at most :data:`CATCH_UP_S` longer."""
         args = self.args
         config = engine.before_step(rate, bound_s)
         curves: tuple[list[ss.LagPoint], list[ss.LagPoint]] = ([], [])
@@ -471,7 +475,7 @@ class Bench:
         cut = ""
         # Stopped by PID after the window's tail; the duration only bounds them.
         gens = self.generators(
-            pipe, rate, RESTART_WAIT_S + args.warmup_s + args.steady_s + TAIL_S + 5
+            pipe, rate, RESTART_WAIT_S + args.warmup_s + CATCH_UP_S + args.steady_s + TAIL_S + 5
         )
         began = time.time()
         t0 = start_at = end_at = math.inf
@@ -491,6 +495,10 @@ class Bench:
                         raise EngineStuckError(
                             f"no batch within {RESTART_WAIT_S:.0f} s of its start for the step"
                         )
+                caught_up = lag <= rate * bound_s or now >= t0 + args.warmup_s + CATCH_UP_S
+                if "start" not in window and now >= start_at and not caught_up:
+                    start_at = now + args.sample_s  # the warm-up goes on
+                    end_at = start_at + args.steady_s
                 if "start" not in window and now >= start_at:
                     window.update(
                         start=now, cpu0=cpu_use.snapshot(os.getpid()), in0=in_ends, out0=out_ends
