@@ -409,21 +409,11 @@ class Bench:
         curves[1].append((now, float(done)))
         return now, appended, done, in_ends, out_ends
 
-    def generator(self, pipe: Pipe, rate: float, seconds: float) -> Any:
-        """The project's generator at ``rate`` input records/s (game frames: frames and
-        their approvals), a new seed per step."""
+    def spawn(self, what: list[str], seconds: float) -> Any:
+        """``streamscale generate WHAT`` for ``seconds``, a new seed each, as a subprocess."""
         self.seed += 1
         common = ["--duration", f"{seconds:g}", "--seed", str(self.seed)]
         common += ["--bootstrap", self.settings.bootstrap_servers, "--no-progress"]
-        t = pipe.topics
-        if pipe.enrichment:
-            what = ["purchases", "--rate", f"{rate:.0f}", "--topic", t.purchases]
-            what += ["--products", str(self.args.products)]
-        else:
-            frames = rate / (1 + game_frames.APPROVAL_PROBABILITY)
-            what = ["game-frames", "--rate", f"{frames:.0f}"]
-            what += ["--topic", t.requests, "--approval-topic", t.approvals]
-            what += ["--machines", str(self.args.machines)]
         argv = [sys.executable, "-m", "streamscale.cli.main", "generate", *what, *common]
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
         return subprocess.Popen(
@@ -433,6 +423,20 @@ class Bench:
             stderr=subprocess.PIPE,
             start_new_session=True,  # its own process group: processes.stop_pid stops it
         )
+
+    def generator(self, pipe: Pipe, rate: float, seconds: float) -> Any:
+        """The project's generator at ``rate`` input records/s (game frames: frames and
+        their approvals), a new seed per step."""
+        t = pipe.topics
+        if pipe.enrichment:
+            what = ["purchases", "--rate", f"{rate:.0f}", "--topic", t.purchases]
+            what += ["--products", str(self.args.products)]
+        else:
+            frames = rate / (1 + game_frames.APPROVAL_PROBABILITY)
+            what = ["game-frames", "--rate", f"{frames:.0f}"]
+            what += ["--topic", t.requests, "--approval-topic", t.approvals]
+            what += ["--machines", str(self.args.machines)]
+        return self.spawn(what, seconds)
 
     def generators(self, pipe: Pipe, rate: float, seconds: float) -> list[Any]:
         """``--generators`` processes, each at its share of ``rate`` (a new seed each), and
@@ -448,17 +452,9 @@ class Bench:
     def renamer(self, pipe: Pipe, seconds: float) -> Any:
         """``streamscale generate referential --renames-of``: random products renamed at
         ``--renames-per-s`` (the referential changing in every batch), a new seed a step."""
-        self.seed += 1
-        argv = [sys.executable, "-m", "streamscale.cli.main", "generate", "referential"]
-        argv += ["--renames-of", str(self.args.products), "--topic", pipe.topics.referential]
-        argv += ["--rate", f"{self.args.renames_per_s:g}", "--duration", f"{seconds:g}"]
-        argv += ["--seed", str(self.seed), "--bootstrap", self.settings.bootstrap_servers]
-        argv += ["--no-progress"]
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-        return subprocess.Popen(
-            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            start_new_session=True,
-        )  # fmt: skip
+        what = ["referential", "--renames-of", str(self.args.products)]
+        what += ["--topic", pipe.topics.referential, "--rate", f"{self.args.renames_per_s:g}"]
+        return self.spawn(what, seconds)
 
     def measure(self, engine: Engine, pipe: Pipe, rate: float, bound_s: float) -> Measured:
         """One step at ``rate``; Spark's batching is sized for ``bound_s``, and the step is
@@ -478,7 +474,7 @@ class Bench:
             pipe, rate, RESTART_WAIT_S + args.warmup_s + CATCH_UP_S + args.steady_s + TAIL_S + 5
         )
         began = time.time()
-        t0 = start_at = end_at = math.inf
+        t0 = start_at = math.inf
         window: dict[str, Any] = {}
         rss: cpu_use.RssPeak | None = None
         try:
@@ -489,22 +485,24 @@ class Bench:
                 if t0 == math.inf:
                     if engine.started():
                         t0 = now
-                        start_at, end_at = t0 + args.warmup_s, t0 + args.warmup_s + args.steady_s
+                        start_at = t0 + args.warmup_s
                     elif now - began > RESTART_WAIT_S:
                         engine.after_step()
                         raise EngineStuckError(
                             f"no batch within {RESTART_WAIT_S:.0f} s of its start for the step"
                         )
-                caught_up = lag <= rate * bound_s or now >= t0 + args.warmup_s + CATCH_UP_S
-                if "start" not in window and now >= start_at and not caught_up:
-                    start_at = now + args.sample_s  # the warm-up goes on
-                    end_at = start_at + args.steady_s
                 if "start" not in window and now >= start_at:
-                    window.update(
-                        start=now, cpu0=cpu_use.snapshot(os.getpid()), in0=in_ends, out0=out_ends
-                    )
-                    rss = cpu_use.RssPeak(engine.rss_kinds, root=os.getpid())
-                if now >= end_at:
+                    if lag > rate * bound_s and now < t0 + args.warmup_s + CATCH_UP_S:
+                        start_at = now + args.sample_s  # the warm-up goes on
+                    else:
+                        window.update(
+                            start=now,
+                            cpu0=cpu_use.snapshot(os.getpid()),
+                            in0=in_ends,
+                            out0=out_ends,
+                        )
+                        rss = cpu_use.RssPeak(engine.rss_kinds, root=os.getpid())
+                if now >= start_at + args.steady_s:
                     window.update(end=now, cpu1=cpu_use.snapshot(os.getpid()), in1=in_ends)
                     break
                 if now > start_at and lag > rate * (2 * bound_s + ABORT_SLACK_S):
@@ -518,7 +516,7 @@ class Bench:
                         raise RuntimeError(f"the generator failed ({code}): {err}")
                 time.sleep(args.sample_s)
             if not cut:  # its last seconds follow the window: what the engine does after it
-                while time.time() < end_at + TAIL_S:
+                while time.time() < start_at + args.steady_s + TAIL_S:
                     self.sample(pipe, engine, curves)
                     time.sleep(args.sample_s)
         finally:
