@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/sustainable.py [--pipeline enrichment|game-sessions]
         [--engine spark-connector --engine spark-streamscale-kafka --engine kstreams]
-        [--bound 5,30] [--products 10000] [--renames-per-s 0] [--driver-memory 2g]
+        [--bound 5,30] [--products 10000] [--renames-per-s 0] [--driver-memory 2g|4g]
         [--machines 1000] [--start 10000] [--factor 2]
         [--precision 0.15] [--max-steps 6] [--warmup-s 20] [--steady-s 60] [--drain-s 300]
         [--runs 1] [--generators 1] [--master local[4]] [--shuffle-partitions N]
@@ -755,7 +755,7 @@ def one_run(run: int, args: argparse.Namespace) -> list[Result]:
             bootstrap_servers=b.bootstrap,
             spark_master=args.master,
             state_store="rocksdb",
-            driver_memory=args.driver_memory,
+            driver_memory=args.driver_memory or ("4g" if args.products >= 10**6 else "2g"),
             **overrides,
         )
         admin = KafkaAdmin(settings.kafka_config(), 30.0)
@@ -936,9 +936,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--driver-memory",
-        default="2g",
-        help="Spark's driver (and local executors') memory: 4g for 10^7 products, whose "
-        "whole referential comes in the first batch",
+        default=None,
+        help="Spark's driver (and local executors') memory (default: 2g, and 4g from 10^6 "
+        "products, whose whole referential comes in the first batch)",
     )
     parser.add_argument("--start", type=float, default=10_000.0, help="first rate, records/s")
     parser.add_argument("--factor", type=float, default=2.0)
