@@ -44,7 +44,7 @@ TIMEOUT_S = 300  # about 90 s on an idle 2-core machine
 PARTITIONS = 4  # Kafka partitions
 STATE_PARTITIONS = 8
 KEYS = 500
-BACKLOG = 60_000
+BACKLOG = 72_000
 MORE = 4_000  # produced after the scale-in: one batch, on the executor kept
 BATCH = 4_000
 WORK_S_PER_RECORD = 0.0004
@@ -291,7 +291,11 @@ def test_attach_spreads_state_on_scale_out_and_keeps_results_exact(
         if before["executors"] == after["executors"] == before2["executors"]
         and before["spreads"] == after["spreads"] == before2["spreads"]
     ]
-    assert len(steady) >= 8, batches
+    # How many batches are steady depends on when the scale-out and its spread retries land
+    # in the 18-batch backlog (later on a busy machine); the check needs some on each count.
+    shape = [(b["batch"], b["executors"], b["spreads"]) for b in batches]
+    one, two = ([b for b in steady if len(b["executors"]) == n] for n in (1, 2))
+    assert len(one) >= 1 and len(two) >= 4, shape
     after_in = [b for b in result["batches"][result["more_sent_after"] :] if b["rows"]]
     # More input is processed after the scale-in, first on the executor kept; a later batch
     # on more executors only after the autoscaler decided so (the new input is a backlog too).
