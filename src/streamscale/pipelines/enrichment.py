@@ -95,11 +95,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from streamscale.errors import LaunchError
 from streamscale.kafka import transactions as tx
 from streamscale.kafka.options import HEADERS_TYPE, headers_arrow_type
 from streamscale.pipelines import deadletter as dl
-from streamscale.pipelines.query import ForeachBatchQuery, progress_data, read_kafka
+from streamscale.pipelines.query import (
+    ForeachBatchQuery,
+    jvm_operator,
+    progress_data,
+    read_kafka,
+)
 from streamscale.settings import KafkaSource, Settings
 
 if TYPE_CHECKING:
@@ -481,19 +485,10 @@ def table_operator(rows: DataFrame) -> DataFrame:
     """Step 2 of the module doc: ``rows`` (:data:`KEYED_SCHEMA` less the counts, with the
     watermark) through the JVM table operator; the named purchases ``key, id_text, price,
     name`` (name: JSON text, null when unknown)."""
-    from py4j.java_gateway import JavaClass
     from pyspark.sql import DataFrame
 
     spark = rows.sparkSession
-    jvm: Any = spark.sparkContext._jvm
-    operator = jvm
-    for part in OPERATOR.split("."):
-        operator = getattr(operator, part)
-    if not isinstance(operator, JavaClass):  # py4j found no such class: a JavaPackage
-        raise OperatorMissingError(
-            f"the JVM operator {OPERATOR} is not on the Spark class path: run `make setup` "
-            "(it compiles jvm/operators into jvm/lib/operators)"
-        )
+    operator = jvm_operator(spark, OPERATOR)
     return DataFrame(operator.enrich(rows._jdf), spark)
 
 
@@ -523,10 +518,6 @@ def pending_versions(data: bytes | None) -> list[tuple[int, str | None]]:
     if at != len(data):
         raise ValueError(f"pending versions: {len(data) - at} bytes after the last version")
     return out
-
-
-class OperatorMissingError(LaunchError):
-    """The project's JVM operators are not built or not on the session's class path."""
 
 
 # --- the pipeline -------------------------------------------------------------------------

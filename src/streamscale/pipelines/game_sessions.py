@@ -35,13 +35,25 @@ a late approval. A row whose window would already be closed when it arrives (its
    frames and approvals by header and sums approved frames per machine and gap-sized bucket
    (*spans*); it returns the spans, the headers it could not pair and one row of counts
    (gathered by Spark's ``observe`` into the batch's progress);
-2. ONE shuffle by machine into Spark's session-window aggregation (``session_window`` with a
-   per-row gap, ``[first_ts, last_ts + gap)``), JVM code only, state in the state store
-   (RocksDB with changelog checkpointing by default, ``spark.sql.shuffle.partitions`` state
-   partitions spread over the executors): each open window keeps the rows that fell into it;
-3. when the watermark passes a window's end, Spark emits it to ``foreachBatch``, where a
-   second ``mapInArrow`` pairs its headers, splits it into the machine's true sessions
-   (:func:`.sessions.close`) and writes them to ``SESSIONS``, on the executors.
+2. ONE shuffle by machine into the project's session-window operator
+   (``io.streamscale.operators.SessionWindows``: Spark's ``transformWithState``, JVM code
+   only, state in the state store, RocksDB with changelog checkpointing by default,
+   ``spark.sql.shuffle.partitions`` state partitions spread over the executors). Each row
+   opens the window ``[first_ts, last_ts + gap)``, and a machine's windows that overlap
+   merge, as in Spark's ``session_window``; per machine the state is one value (its open
+   rows) and one event-time timer, at its earliest window's end. Spark's own session windows
+   cost a batch in proportion to the open sessions (a prefix scan per key and a pass over the
+   whole store to find the windows to close); this operator reads and writes only the
+   machines a batch has rows for and the timers that fire (``docs/sustainable.md``);
+3. when the watermark reaches a window's end, its timer fires and the operator emits the
+   window's rows to ``foreachBatch``, where a second ``mapInArrow`` pairs its headers, splits
+   it into the machine's true sessions (:func:`.sessions.close`) and writes them to
+   ``SESSIONS``, on the executors.
+
+The watermarked column is each row's window end, with the delay plus the gap: so the
+watermark is the newest ``ts`` read minus the delay, and Spark itself drops (and counts) the
+rows whose window has closed before they arrive. ``transformWithState`` needs the RocksDB
+state store: ``state_store=hdfs`` is refused for this pipeline.
 
 The driver keeps nothing a restart needs: a restarted query is Spark's restart from the
 checkpoint (offsets, state store), which replays the uncommitted batch. Output and dead
@@ -75,8 +87,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from streamscale.errors import ConfigError
 from streamscale.pipelines import deadletter as dl
-from streamscale.pipelines.query import ForeachBatchQuery, progress_data, read_kafka
+from streamscale.pipelines.query import ForeachBatchQuery, jvm_operator, progress_data, read_kafka
 from streamscale.settings import KafkaSource, Settings
 
 if TYPE_CHECKING:
@@ -88,7 +101,7 @@ SPAN: Final = "span"
 HEADER: Final = "header"
 COUNTS: Final = "counts"
 EVENT_TIME: Final = "event_time"
-ROWS: Final = "rows"
+OPERATOR: Final = "io.streamscale.operators.SessionWindows"
 OBSERVED: Final = "game-sessions-tasks"
 """Name of the observed metric that gathers the tasks' counts into the batch's progress."""
 
@@ -179,7 +192,7 @@ def _tagged(table: Any, kind: str, rows: int | None = None, counts: str | None =
 
 @dataclass(frozen=True)
 class CloseTask:
-    """What every task runs on the session windows Spark closed in a batch (pickled to the
+    """What every task runs on the session windows closed in a batch (pickled to the
     executors): pair, split into sessions, write them (module doc, step 3). Yields one row
     of counts."""
 
@@ -249,6 +262,12 @@ class GameSessions(ForeachBatchQuery):
         topics: GameTopics | None = None,
         source: KafkaSource | None = None,
     ) -> None:
+        if settings.state_store != "rocksdb":
+            raise ConfigError(
+                f"game sessions keep their sessions with Spark's transformWithState, which needs "
+                f"the RocksDB state store: set STREAMSCALE_STATE_STORE=rocksdb, not "
+                f"{settings.state_store}"
+            )
         self.settings = settings
         self.source = source or settings.source_for(self.default_source)
         self.checkpoint = checkpoint.rstrip("/")
@@ -261,8 +280,9 @@ class GameSessions(ForeachBatchQuery):
         return int(self.settings.session_gap_s * 1000)
 
     def stream(self, spark: SparkSession) -> DataFrame:
-        """The open session windows of every machine, in Spark's state store; Spark hands
-        the closed ones to :meth:`process_batch` (module doc, steps 1-2)."""
+        """The rows of every machine's open session windows, in Spark's state store; the
+        closed ones go to :meth:`process_batch` (module doc, steps 1-2)."""
+        from pyspark.sql import DataFrame
         from pyspark.sql import functions as F
 
         s = self.settings
@@ -285,28 +305,23 @@ class GameSessions(ForeachBatchQuery):
         rows = records.select("key", "value", "topic", "partition", "offset", "timestamp")
         rows = rows.mapInArrow(task, task_schema())
         rows = rows.observe(OBSERVED, F.collect_list("counts").alias("tasks"))
-        delay_ms = round(s.watermark_delay_s * 1000)
+        # The watermarked column is each row's window end, so Spark drops a row whose window
+        # has closed (module doc); the delay then adds the gap: newest ts read - delay.
+        delay_ms = round(s.watermark_delay_s * 1000) + self.gap_ms
         timed = (
             rows.filter(F.col("kind") != COUNTS)
             .drop("counts")
-            .withColumn(EVENT_TIME, F.timestamp_millis("first_ts"))
+            .withColumn(EVENT_TIME, F.timestamp_millis(F.col("last_ts") + self.gap_ms))
             .withWatermark(EVENT_TIME, f"{delay_ms} milliseconds")
         )
-        seconds = (F.col("last_ts") - F.col("first_ts") + self.gap_ms) / 1000
-        gap = F.make_interval(secs=seconds.cast("decimal(18,3)"))
-        kept = [c for c in timed.columns if c not in ("machine", EVENT_TIME)]
-        return timed.groupBy("machine", F.session_window(EVENT_TIME, gap)).agg(
-            F.collect_list(F.struct(*kept)).alias(ROWS)
-        )
+        operator = jvm_operator(spark, OPERATOR)
+        return DataFrame(operator.closed(timed._jdf, EVENT_TIME, self.gap_ms), spark)
 
     def process_batch(self, batch: DataFrame, batch_id: int) -> None:
-        """Close the windows Spark emitted: pair, split, write sessions (on the executors)."""
-        from pyspark.sql import functions as F
-
+        """Close the windows the operator emitted: pair, split, write sessions (executors)."""
         task = CloseTask(self.gap_ms, self.topics.output, self.settings.sink_options("sessions"))
-        rows = batch.select("machine", F.inline(ROWS))
         counts: dict[str, int] = {}
-        for row in rows.mapInArrow(task, "counts STRING").collect():
+        for row in batch.mapInArrow(task, "counts STRING").collect():
             _add(counts, json.loads(row["counts"]))
         self.counts[batch_id] = counts
 

@@ -9,12 +9,33 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from streamscale.errors import LaunchError
 from streamscale.settings import KafkaSource, Settings
 from streamscale.spark import stops_cleanly
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+
+class OperatorMissingError(LaunchError):
+    """The project's JVM operators are not built or not on the session's class path."""
+
+
+def jvm_operator(spark: SparkSession, name: str) -> Any:
+    """The class ``name`` of the project's JVM operators (``jvm/operators``) in ``spark``'s
+    driver, through py4j."""
+    from py4j.java_gateway import JavaClass
+
+    found: Any = spark.sparkContext._jvm
+    for part in name.split("."):
+        found = getattr(found, part)
+    if not isinstance(found, JavaClass):  # py4j found no such class: a JavaPackage
+        raise OperatorMissingError(
+            f"the JVM operator {name} is not on the Spark class path: run `make setup` "
+            "(it compiles jvm/operators into jvm/lib/operators)"
+        )
+    return found
 
 
 def read_kafka(

@@ -1,21 +1,21 @@
-"""Closing game sessions: what Spark's session-window state hands over when a window closes,
+"""Closing game sessions: what the session-window state hands over when a window closes,
 turned into the pipeline's sessions and counts.
 
 The state of game sessions lives in Spark's state store (:mod:`.game_sessions`): every row a
 task could not settle on its own (the spans of frames it approved, the headers it could not
-pair) is kept per machine in a session window of Spark's own, each row opening the window
-``[first_ts, last_ts + gap)``. Windows that overlap merge, so one closed window of Spark holds
+pair) is kept per machine in a session window, each row opening the window
+``[first_ts, last_ts + gap)``. Windows that overlap merge, so one closed window holds
 every row of a machine that could belong to the same session: the headers of one frame (same
-machine, same ``ts``) always meet in one window. :func:`close` then, once Spark has closed a
-window (the watermark passed its end):
+machine, same ``ts``) always meet in one window. :func:`close` then, once a window has
+closed (the watermark reached its end):
 
 1. **pairs** its headers: a header with a frame and an in-window approval is approved; a
    header with a frame only is *unapproved*, one with approvals only holds *late* approvals;
-2. merges the approved frames with the spans into the machine's true **sessions** (Spark's
+2. merges the approved frames with the spans into the machine's true **sessions** (the
    window may be wider: an unapproved frame can bridge two sessions there, never here): a
    frame joins a session when it is less than ``gap`` after the session's last frame or
    before its first, and sessions that meet merge. Every one of them is closed, since it
-   ends no later than Spark's window.
+   ends no later than the window.
 
 Pure: pyarrow only, no Spark, no Kafka, no I/O.
 """

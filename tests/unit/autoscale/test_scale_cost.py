@@ -209,6 +209,8 @@ def test_the_whole_state_reload_is_estimated_from_the_last_changes(
         ([2e8], 4e8, 40.0),  # the state doubled since: twice the reload
         ([2e8], 1e8, 10.0),  # it halved: half
         ([0.0], 4e8, 20.0),  # that change's size unknown: as measured
+        ([32_192.0], 6_404_160.0, 20.0),  # a state under 1 MB timed the stores' opening
+        ([1e6], 2e6, 40.0),  # from 1 MB on, scaled
     ],
 )
 def test_the_reload_is_priced_for_the_state_size_now(

@@ -1,5 +1,5 @@
 """Closing game sessions: session merging, pairing the headers of a closed window, settling
-the others, and agreement with the reference sessionizer over a model of Spark's windows."""
+the others, and agreement with the reference sessionizer over a model of the session windows."""
 
 from __future__ import annotations
 
@@ -276,8 +276,9 @@ def run_task(
 
 
 def spark_windows(rows: pa.Table) -> list[pa.Table]:
-    """A model of Spark's session windows with the pipeline's per-row gap: per machine,
-    rows whose ``[first_ts, last_ts + gap)`` overlap are in one window."""
+    """A model of the session windows (``SessionWindows``, as Spark's ``session_window``) with
+    the pipeline's per-row gap: per machine, rows whose ``[first_ts, last_ts + gap)`` overlap
+    are in one window."""
     windows: list[pa.Table] = []
     by_machine: dict[int, list[dict[str, Any]]] = {}
     for r in rows.to_pylist():
@@ -325,7 +326,7 @@ def test_tasks_and_closed_windows_give_the_reference_sessions(
 ) -> None:
     """Approved frames of a few machines, cut into random micro-batches of 1-2 tasks (an
     approval in its frame's batch or the next, in the same task or not); what the tasks hand
-    over is kept in windows as Spark keeps them (:func:`spark_windows`) and each is closed.
+    over is kept in windows as the operator keeps them (:func:`spark_windows`) and each is closed.
     The sessions are exactly :func:`streamscale.experiment.verify.expected_sessions`, each once."""
     requests: list[tuple[bytes, bytes, int, int]] = []  # key, value, timestamp, batch
     approvals: list[tuple[bytes, bytes, int, int]] = []
@@ -406,3 +407,12 @@ def test_tasks_and_closed_windows_give_the_reference_sessions(
     assert totals.get("join.unapproved", 0) == len(requests) - 1 - n_approved
     late = sum(1 for _, approved in frames.values() if approved == "late")
     assert totals["join.late_approvals"] == late
+
+
+def test_game_sessions_refuse_a_state_store_without_transform_with_state() -> None:
+    from streamscale.errors import ConfigError
+    from streamscale.pipelines.game_sessions import GameSessions
+    from streamscale.settings import Settings
+
+    with pytest.raises(ConfigError, match="STREAMSCALE_STATE_STORE=rocksdb"):
+        GameSessions(Settings(state_store="hdfs"), "/tmp/unused")
