@@ -474,8 +474,12 @@ def sessions_reference(
     fb.read_approvals(source_batch(approvals + extra_rs, topics.approvals), out, window_ms)
     paired = fb.pair(out.frames + out.approvals)
     spans = fb.spans(paired.approved, gap_ms)
-    closed = driver.close(spans, paired.unpaired, gap_ms).sessions
-    output = Counter(s.record(gap_ms) for s in closed if s.machine not in machines)
+    keys, values = driver.records(driver.close(spans, paired.unpaired, gap_ms).table, gap_ms)
+    output = Counter(
+        (k, v)
+        for k, v in zip(keys.to_pylist(), values.to_pylist(), strict=True)
+        if k.decode() not in machines
+    )
 
     def triple(r: Rec) -> verify.KafkaRecord:
         return (r.key, r.value, r.ts)

@@ -477,7 +477,7 @@ def _starts(*sorted_keys: Any) -> Any:
     return np.flatnonzero(new)
 
 
-def _reduce(table: pa.Table, order: Any, starts: Any, pick: Any) -> dict[str, Any]:
+def reduce_groups(table: pa.Table, order: Any, starts: Any, pick: Any) -> dict[str, Any]:
     """``table``'s columns over the groups that begin at ``starts`` in ``order``: counters
     summed, ``impact_max`` maxed, ``machine``/``zone``/``game`` those of row ``pick``."""
     cols = {name: table.column(name).to_numpy() for name in SPAN_SCHEMA.names}
@@ -500,7 +500,7 @@ def by_header(tables: Sequence[pa.Table]) -> pa.Table:
     order = np.lexsort((-table.column("frames").to_numpy(), zone, machine, ts))
     starts = _starts(ts[order], machine[order], zone[order])
     header_ts = ts[order][starts]
-    columns = _reduce(table, order, starts, order[starts])
+    columns = reduce_groups(table, order, starts, order[starts])
     return pa.table({**columns, "first_ts": header_ts, "last_ts": header_ts}, schema=SPAN_SCHEMA)
 
 
@@ -543,7 +543,7 @@ def spans(approved: pa.Table, gap_ms: int) -> pa.Table:
     order = np.lexsort((last, bucket, machine))
     starts = _starts(machine[order], bucket[order])
     ends = np.append(starts[1:], len(order)) - 1
-    columns = _reduce(approved, order, starts, order[ends])
+    columns = reduce_groups(approved, order, starts, order[ends])
     return pa.table(
         {
             **columns,

@@ -221,17 +221,11 @@ class CloseTask:
             closed = sessions.close(
                 spans.cast(fb.SPAN_SCHEMA), headers.cast(fb.SPAN_SCHEMA), self.gap_ms
             )
-            if closed.sessions:
-                records = [s.record(self.gap_ms) for s in closed.sessions]
-                batch = pa.RecordBatch.from_pydict(
-                    {
-                        "key": [k for k, _ in records],
-                        "value": [v for _, v in records],
-                        "topic": [self.output] * len(records),
-                    },
-                    schema=pa.schema(
-                        [("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string())]
-                    ),
+            if closed.table.num_rows:
+                keys, values = sessions.records(closed.table, self.gap_ms)
+                batch = pa.RecordBatch.from_arrays(
+                    [keys, values, pa.array([self.output] * len(keys), pa.string())],
+                    names=["key", "value", "topic"],
                 )
                 write_rows(self.sink_options, [batch])
             yield _counts_batch(closed.counts)

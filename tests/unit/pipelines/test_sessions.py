@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from streamscale.experiment import verify
 from streamscale.pipelines import frame_batches as fb
 from streamscale.pipelines import hits as codec
-from streamscale.pipelines.sessions import Session, close, merge_sessions, sessions_of
+from streamscale.pipelines.sessions import Session, close, merge, records, sessions_of
 
 GAP = 100
 DELAY = 300
@@ -60,7 +60,11 @@ def approval(ts: int, machine: int = 1) -> dict[str, int]:
     return {"first_ts": ts, "machine": machine, "approvals": 1}
 
 
-# --- merge_sessions ------------------------------------------------------------------------
+# --- merge --------------------------------------------------------------------------------
+
+
+def merged(spans: Sequence[dict[str, int]]) -> list[Session]:
+    return sessions_of(merge(span_table(spans), GAP))
 
 
 @pytest.mark.parametrize(
@@ -81,9 +85,9 @@ def test_merge_sessions_table(
     spans: list[tuple[int, int]], expected: list[tuple[int, int]]
 ) -> None:
     """Sessions less than a gap apart merge (Spark's session window); sorted by start."""
-    merged = merge_sessions([session(f, last) for f, last in spans], GAP)
-    assert [(s.first_ts, s.last_ts) for s in merged] == expected
-    assert sum(s.counters[0] for s in merged) == len(spans)  # every frame counted once
+    out = merged([{"first_ts": f, "last_ts": last, "frames": 1} for f, last in spans])
+    assert [(s.first_ts, s.last_ts) for s in out] == expected
+    assert sum(s.counters[0] for s in out) == len(spans)  # every frame counted once
 
 
 EU_GAME, US_GAME = "IronFist", "SkyRonin"
@@ -96,24 +100,89 @@ EU_GAME, US_GAME = "IronFist", "SkyRonin"
         ((10, 20, "US"), (0, 50, "EU"), "EU"),
         ((0, 10, "EU"), (60, 70, "US"), "US"),
         ((60, 70, "US"), (0, 10, "EU"), "US"),
+        ((0, 70, "EU"), (10, 70, "US"), "US"),  # both end last: the later start
     ],
 )
 def test_merged_session_takes_zone_and_game_of_the_latest_frame(
     a: tuple[int, int, str], b: tuple[int, int, str], zone: str
 ) -> None:
-    def make(first: int, last: int, z: str) -> Session:
-        return session(first, last, zone=z, game=EU_GAME if z == "EU" else US_GAME)
+    def make(first: int, last: int, z: str) -> dict[str, int]:
+        game = codec.GAME_CODES[EU_GAME if z == "EU" else US_GAME]
+        zone_code = codec.ZONES.index(z)  # type: ignore[arg-type]
+        return {"first_ts": first, "last_ts": last, "zone": zone_code, "game": game}
 
-    [merged] = merge_sessions([make(*a), make(*b)], GAP)
-    assert (merged.zone, merged.game) == (zone, EU_GAME if zone == "EU" else US_GAME)
+    [one] = merged([make(*a), make(*b)])
+    assert (one.zone, one.game) == (zone, EU_GAME if zone == "EU" else US_GAME)
 
 
 def test_merge_sums_counters_and_maxes_impact() -> None:
-    a = Session("000001", "EU", "NeonBrawl", 0, 5, counters(frames=2, n_hits=3, impact_sum=9), 7)
-    b = Session("000001", "EU", "NeonBrawl", 6, 9, counters(frames=1, n_hits=1, impact_sum=4), 3)
-    [merged] = merge_sessions([b, a], GAP)
-    assert merged.counters == counters(frames=3, n_hits=4, impact_sum=13)
-    assert (merged.first_ts, merged.last_ts, merged.impact_max) == (0, 9, 7)
+    a = {"first_ts": 0, "last_ts": 5, "frames": 2, "n_hits": 3, "impact_sum": 9, "impact_max": 7}
+    b = {"first_ts": 6, "last_ts": 9, "frames": 1, "n_hits": 1, "impact_sum": 4, "impact_max": 3}
+    [one] = merged([b, a])
+    assert one.counters == counters(frames=3, n_hits=4, impact_sum=13)
+    assert (one.first_ts, one.last_ts, one.impact_max) == (0, 9, 7)
+
+
+def python_merge(spans: pa.Table) -> list[Session]:
+    """The merge one session at a time, as it was written before it was vectorised."""
+    out: list[Session] = []
+    by_machine: dict[str, list[Session]] = {}
+    for s in sessions_of(spans):
+        by_machine.setdefault(s.machine, []).append(s)
+    for machine in sorted(by_machine):
+        run: list[Session] = []
+        for s in sorted(by_machine[machine], key=lambda s: (s.first_ts, s.last_ts)):
+            if run and s.first_ts < run[-1].last_ts + GAP:
+                top = run[-1]
+                latest = s if s.last_ts >= top.last_ts else top
+                run[-1] = Session(
+                    machine,
+                    latest.zone,
+                    latest.game,
+                    min(top.first_ts, s.first_ts),
+                    max(top.last_ts, s.last_ts),
+                    tuple(x + y for x, y in zip(top.counters, s.counters, strict=True)),
+                    max(top.impact_max, s.impact_max),
+                )
+            else:
+                run.append(s)
+        out.extend(run)
+    return out
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([1, 2, 999_999]),
+            st.integers(0, 4 * GAP),
+            st.integers(0, GAP),
+            st.integers(0, 3),
+            st.integers(1, 8),
+            st.integers(0, 5),
+            st.integers(0, 250),
+        ),
+        max_size=30,
+    )
+)
+def test_the_vectorised_merge_is_the_merge_one_session_at_a_time(
+    rows: list[tuple[int, int, int, int, int, int, int]],
+) -> None:
+    spans = span_table(
+        [
+            {
+                "machine": m,
+                "first_ts": f,
+                "last_ts": f + d,
+                "zone": z,
+                "game": g,
+                "frames": n,
+                "impact_max": i,
+            }
+            for m, f, d, z, g, n, i in rows
+        ]
+    )
+    assert sessions_of(merge(spans, GAP)) == python_merge(spans)
 
 
 # --- close ---------------------------------------------------------------------------------
@@ -174,23 +243,57 @@ def test_nothing_to_close() -> None:
     assert closed.sessions == [] and closed.counts["sessions.closed"] == 0
 
 
+def reference_value(s: Session, gap_ms: int) -> dict[str, Any]:
+    """A session's document as :mod:`streamscale.pipelines.game_sessions` describes it."""
+    c = dict(zip(fb.SUMMED, s.counters, strict=True))
+    out: dict[str, Any] = {
+        "machine": s.machine,
+        "zone": s.zone,
+        "game": s.game,
+        "start": s.first_ts,
+        "end": s.last_ts + gap_ms,
+        "firstTs": s.first_ts,
+        "lastTs": s.last_ts,
+        "frames": c["frames"],
+        "hits": c["n_hits"],
+        "totalImpact": c["impact_sum"],
+    }
+    if s.impact_max > 0:
+        out["maxImpact"] = s.impact_max
+    out["impactTypes"] = {t: c[f"type_{t}"] for t in codec.IMPACT_TYPE_CODES}
+    out["directions"] = {d: c[f"dir_{d}"] for d in codec.DIRECTION_CODES}
+    return out
+
+
 def test_session_value_json_shape() -> None:
-    c = counters(
-        frames=3,
-        approvals=4,
-        n_hits=7,
-        n_bad=1,
-        impact_sum=812,
-        type_Critical=1,
-        type_Direct=4,
-        type_Missed=2,
-        dir_UP=3,
-        dir_DOWN=1,
-        dir_RIGHT=2,
-        dir_LEFT=1,
-    )
-    s = Session("000042", "ZG", "IronFist", 1000, 3000, c, 201)
-    value = s.value(30_000)
+    row = {
+        "machine": 42,
+        "zone": codec.ZONES.index("ZG"),
+        "game": codec.GAME_CODES["IronFist"],
+        "first_ts": 1000,
+        "last_ts": 3000,
+        "frames": 3,
+        "approvals": 4,
+        "n_hits": 7,
+        "n_bad": 1,
+        "impact_sum": 812,
+        "type_Critical": 1,
+        "type_Direct": 4,
+        "type_Missed": 2,
+        "dir_UP": 3,
+        "dir_DOWN": 1,
+        "dir_RIGHT": 2,
+        "dir_LEFT": 1,
+        "impact_max": 201,
+    }
+    no_hits = {"machine": 42, "first_ts": 5, "frames": 1, "n_bad": 2}
+    two = pa.concat_tables([span_table([row]), span_table([no_hits])])  # two chunks
+    keys, values = records(two, 30_000)
+    assert isinstance(keys, pa.Array) and isinstance(values, pa.Array)
+    assert keys.to_pylist() == [b"000042", b"000042"]
+    text = values[0].as_py()
+    assert b" " not in text
+    value = json.loads(text)
     assert value == {
         "machine": "000042",
         "zone": "ZG",
@@ -209,12 +312,36 @@ def test_session_value_json_shape() -> None:
     assert list(value)[-3:] == ["maxImpact", "impactTypes", "directions"]  # documented order
     assert list(value["impactTypes"]) == list(codec.IMPACT_TYPE_CODES)
     assert list(value["directions"]) == list(codec.DIRECTION_CODES)
-    no_hits = Session("000042", "ZG", "IronFist", 5, 5, counters(frames=1, n_bad=2), 0)
-    assert "maxImpact" not in no_hits.value(10)
-    assert no_hits.value(10)["end"] == 15
-    key, text = s.record(30_000)
-    assert key == b"000042"
-    assert b" " not in text and json.loads(text) == value
+    other = json.loads(values[1].as_py())
+    assert "maxImpact" not in other and other["end"] == 30_005
+    assert records(span_table([]), 10) == (pa.array([], pa.binary()), pa.array([], pa.binary()))
+
+
+@settings(max_examples=100)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "machine": st.integers(0, 999_999),
+                "zone": st.integers(0, len(codec.ZONES) - 1),
+                "game": st.sampled_from(sorted(codec.GAME_CODES.values())),
+                "first_ts": st.integers(0, 2**41),
+                "impact_max": st.integers(0, 400),
+                **{name: st.integers(0, 10**6) for name in fb.SUMMED},
+            }
+        ),
+        max_size=20,
+    ),
+    st.integers(1, 10**7),
+)
+def test_records_are_each_sessions_compact_json(rows: list[dict[str, int]], gap: int) -> None:
+    table = span_table(rows)
+    keys, values = records(table, gap)
+    expected = [
+        (s.machine.encode(), json.dumps(reference_value(s, gap), separators=(",", ":")).encode())
+        for s in sessions_of(table)
+    ]
+    assert list(zip(keys.to_pylist(), values.to_pylist(), strict=True)) == expected
 
 
 def test_sessions_of_spans_names_machine_zone_and_game() -> None:
