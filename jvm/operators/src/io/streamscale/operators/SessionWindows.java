@@ -149,7 +149,8 @@ public final class SessionWindows {
 
     @Override
     public Iterator<Row> handleInputRows(Long key, Iterator<Row> input, TimerValues timers) {
-      Entry entry = state.exists() ? state.get() : new Entry();
+      Entry stored = state.get(); // null when absent: one read, where exists() is another
+      Entry entry = stored != null ? stored : new Entry();
       List<long[]> added = new ArrayList<>();
       long earliest = Long.MAX_VALUE;
       while (input.hasNext()) {
@@ -184,7 +185,11 @@ public final class SessionWindows {
     public Iterator<Row> handleExpiredTimer(
         Long key, TimerValues timers, ExpiredTimerInfo expired) {
       long watermark = timers.getCurrentWatermarkInMs();
-      List<long[]> rows = decode(state.get().rows);
+      Entry entry = state.get();
+      if (entry == null) {
+        return CollectionConverters.asScala(Collections.<Row>emptyIterator());
+      }
+      List<long[]> rows = decode(entry.rows);
       rows.sort(Comparator.comparingLong((long[] r) -> r[first]).thenComparingLong(r -> r[last]));
       List<Row> out = new ArrayList<>();
       List<long[]> open = new ArrayList<>();
@@ -208,11 +213,21 @@ public final class SessionWindows {
         }
         start = stop;
       }
+      // One timer per machine: Spark deletes the one that fired after this call; the timer
+      // kept in the entry is another when input moved it earlier in this batch, after Spark
+      // had begun to list the timers that expire.
+      long next = open.isEmpty() ? Long.MIN_VALUE : nextEnd - 1;
+      long fired = expired.getExpiryTimeInMs();
+      if (entry.timer != Long.MIN_VALUE && entry.timer != fired && entry.timer != next) {
+        getHandle().deleteTimer(entry.timer);
+      }
       if (open.isEmpty()) {
         state.clear();
       } else {
-        getHandle().registerTimer(nextEnd - 1);
-        state.update(new Entry(nextEnd - 1, append(new byte[0], open)));
+        if (next != entry.timer) {
+          getHandle().registerTimer(next);
+        }
+        state.update(new Entry(next, append(new byte[0], open)));
       }
       return CollectionConverters.asScala(out.iterator());
     }
