@@ -82,15 +82,15 @@ def merge(spans: pa.Table, gap_ms: int) -> pa.Table:
     last = spans.column("last_ts").to_numpy()
     order = np.lexsort((last, first, machine))
     m, f, e = machine[order], first[order], last[order]
-    group = np.cumsum(np.r_[True, m[1:] != m[:-1]]) - 1
+    new = np.r_[True, m[1:] != m[:-1]]  # a machine's first span; then a session's, below
+    group = np.cumsum(new) - 1
     # The running latest frame within each machine: one running maximum over values shifted so
     # that every machine's lie above the one's before it.
     low = int(f.min())
     width = int(e.max()) - low + 1
     shift = group.astype(np.int64) * width
     latest = np.maximum.accumulate(e - low + shift) - shift + low
-    new = np.ones(len(order), bool)
-    new[1:] = (group[1:] != group[:-1]) | (f[1:] >= latest[:-1] + gap_ms)
+    new[1:] |= f[1:] >= latest[:-1] + gap_ms
     starts = np.flatnonzero(new)
     last_ts = np.maximum.reduceat(e, starts)
     session = np.cumsum(new) - 1
@@ -119,8 +119,8 @@ def records(sessions: pa.Table, gap_ms: int) -> tuple[pa.Array, pa.Array]:
     def text(name: str) -> Any:
         return pc.cast(sessions.column(name), pa.string())
 
-    digits = codec.MACHINE_ID_DIGITS
-    machine = pc.utf8_lpad(text("machine"), digits, "0")
+    machine = pc.utf8_lpad(text("machine"), codec.MACHINE_ID_DIGITS, "0")
+    first_ts = text("first_ts")
     end = pc.cast(pc.add(sessions.column("last_ts"), gap_ms), pa.string())
     impact_max = sessions.column("impact_max")
     max_part = pc.if_else(
@@ -136,11 +136,11 @@ def records(sessions: pa.Table, gap_ms: int) -> tuple[pa.Array, pa.Array]:
         '","game":"',
         pc.take(_GAME_NAMES, sessions.column("game")),
         '","start":',
-        text("first_ts"),
+        first_ts,
         ',"end":',
         end,
         ',"firstTs":',
-        text("first_ts"),
+        first_ts,
         ',"lastTs":',
         text("last_ts"),
         ',"frames":',
@@ -192,6 +192,6 @@ def close(spans: pa.Table, headers: pa.Table, gap_ms: int) -> Closed:
     counts["join.unapproved"] = int(pc.sum(unpaired.column("frames")).as_py() or 0)
     counts["join.late_approvals"] = int(pc.sum(unpaired.column("approvals")).as_py() or 0)
     approved = fb.spans(paired.approved, gap_ms)
-    table = merge(pa.concat_tables([spans.cast(fb.SPAN_SCHEMA), approved]), gap_ms)
+    table = merge(pa.concat_tables([spans, approved]), gap_ms)
     counts["sessions.closed"] = table.num_rows
     return Closed(table, counts)
