@@ -119,7 +119,7 @@ def run(
         None, "--max-offsets-per-trigger", help="Records per micro-batch, all partitions"
     ),
     state_store: StateStore | None = typer.Option(
-        None, "--state-store", help="rocksdb (default) | hdfs"
+        None, "--state-store", help="rocksdb (default) | hdfs (enrichment only)"
     ),
     source: SourceChoice | None = typer.Option(
         None,

@@ -259,8 +259,8 @@ class GameSessions(ForeachBatchQuery):
         if settings.state_store != "rocksdb":
             raise ConfigError(
                 f"game sessions keep their sessions with Spark's transformWithState, which needs "
-                f"the RocksDB state store: set STREAMSCALE_STATE_STORE=rocksdb, not "
-                f"{settings.state_store}"
+                f"the RocksDB state store: set STREAMSCALE_STATE_STORE=rocksdb (or "
+                f"--state-store rocksdb), not {settings.state_store}"
             )
         self.settings = settings
         self.source = source or settings.source_for(self.default_source)
