@@ -85,12 +85,12 @@ class BatchCpu:
 
     def __init__(self, spark: Any, root: int | None = None) -> None:
         """``root``: snapshots of that process and those below it only (see :func:`snapshot`)."""
-        from pyspark.sql.streaming import StreamingQueryListener
+        from streamscale.progress_events import JsonProgressListener
 
         self.marks: list[tuple[int, dict[tuple[str, str], float]]] = []
         marks = self.marks
 
-        class Listener(StreamingQueryListener):  # type: ignore[misc]
+        class Listener(JsonProgressListener):
             def onQueryStarted(self, event: Any) -> None:
                 pass
 

@@ -69,6 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cpu_use
 import kstreams as ks
+import spark_conf
 from kafka_fill import create, produce_all
 from streamscale.kafka import broker as embedded
 from streamscale.kafka.admin import KafkaAdmin
@@ -241,7 +242,7 @@ def one_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, float]:
             create(settings, [kst.output, kst.dlq])
             jar = ks.ensure_jar()
             filled, ks_figures["fill_s"], fill_rss = ks_fill(jar, settings, kst, n, base, args)
-        spark = session(settings, app_name=f"session-state-{n}")
+        spark = session(settings, app_name=f"session-state-{n}", extra_conf=spark_conf.of(args))
         checkpoint = base / f"ckpt-{n}"
         # This run's processes only: the machine is shared.
         rss = cpu_use.RssPeak(["spark jvm"], root=os.getpid())
@@ -340,6 +341,7 @@ def main() -> None:
         help="the same records through benchmarks/kstreams' game-sessions application too",
     )
     parser.add_argument("--timeout", type=float, default=1800, help="Kafka Streams: s per wait")
+    spark_conf.add_argument(parser)
     ks.add_app_arguments(parser)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sessions.split(",")]

@@ -94,6 +94,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cpu_use
 import kstreams as ks
+import spark_conf
 from kafka_fill import LOG_APPEND, PARTITIONS, SEED, create_topics, produce_all
 from streamscale import processes
 from streamscale.autoscale import capacity
@@ -106,6 +107,7 @@ from streamscale.kafka.offsets import TopicPartition
 from streamscale.pipelines.enrichment import Enrichment, EnrichmentTopics
 from streamscale.pipelines.game_sessions import GameSessions, GameTopics
 from streamscale.pipelines.topics import suffixed
+from streamscale.progress_events import JsonProgressListener
 from streamscale.settings import KafkaSource, Settings
 from streamscale.spark import session
 from streamscale.spark import stop as stop_session
@@ -199,8 +201,6 @@ class SparkEngine:
         checkpoint: Path,
         log_batches: bool = False,
     ) -> None:
-        from pyspark.sql.streaming import StreamingQueryListener
-
         self.spark, self.settings, self.pipe = spark, settings, pipe
         self.source, self.checkpoint = source, checkpoint
         self.query: Any = None
@@ -214,7 +214,7 @@ class SparkEngine:
         """Every micro-batch with input since the start: rows and the trigger's time."""
         engine = self
 
-        class Listener(StreamingQueryListener):  # type: ignore[misc]
+        class Listener(JsonProgressListener):
             def onQueryStarted(self, event: Any) -> None:
                 pass
 
@@ -777,7 +777,9 @@ def spark_searches(
 ) -> list[Result]:
     """Each Spark engine's search at every bound, in one Spark session."""
     results = []
-    spark = session(bench.settings, app_name="bench-sustainable")
+    spark = session(
+        bench.settings, app_name="bench-sustainable", extra_conf=spark_conf.of(bench.args)
+    )
     try:
         for name in names:
             pipe = engine_pipe(bench.args.pipeline, name)
@@ -973,6 +975,7 @@ def main() -> None:
         action="store_true",
         help="print each Spark micro-batch: rows, trigger time and Spark's phases (durationMs)",
     )
+    spark_conf.add_argument(parser)
     ks.add_app_arguments(parser)
     args = parser.parse_args()
     args.engines = args.engines or list(ENGINES)

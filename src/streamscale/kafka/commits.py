@@ -36,8 +36,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pyspark.sql.streaming.listener import StreamingQueryListener
-
 from streamscale.kafka.client import first_error_line
 from streamscale.kafka.groups import (
     MAX_REMEMBERED,
@@ -49,6 +47,7 @@ from streamscale.kafka.groups import (
 )
 from streamscale.kafka.offsets import Offsets, TopicPartition
 from streamscale.lag.model import is_kafka_description, query_label
+from streamscale.progress_events import JsonProgressListener
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +128,7 @@ class _Pending:
     offsets: dict[CommitTarget, Offsets]
 
 
-class GroupCommitter(StreamingQueryListener):  # type: ignore[misc]
+class GroupCommitter(JsonProgressListener):
     """Commits the processed offsets of every query of a session to its consumer group.
 
     Add it with :func:`commit_offsets`. ``kafka_config`` (librdkafka keys) is the connection

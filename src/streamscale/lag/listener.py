@@ -21,8 +21,6 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from pyspark.sql.streaming.listener import StreamingQueryListener
-
 from streamscale.lag.model import (
     KAFKA_DESCRIPTION,
     BatchStats,
@@ -34,6 +32,7 @@ from streamscale.lag.model import (
     query_label,
     state_operators,
 )
+from streamscale.progress_events import JsonProgressListener
 
 __all__ = [
     "KAFKA_DESCRIPTION",
@@ -89,7 +88,7 @@ def sample_from_progress(
     return ProgressSample(query or query_label(progress), observed, parts, batch, state)
 
 
-class LagListener(StreamingQueryListener):  # type: ignore[misc]
+class LagListener(JsonProgressListener):
     """Feeds a :class:`LagTracker` from the progress events of every query of a session.
 
     Add it with ``spark.streams.addListener(LagListener(tracker))``. Callbacks run on Spark's
