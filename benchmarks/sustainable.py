@@ -9,7 +9,9 @@
         [--threads 2] [--log-dir DIR] [--engine-warmup-s 0] [--log-batches]
 
 For each engine, the highest input rate it *sustains*: over at least ``--steady-s`` seconds
-of steady input after ``--warmup-s`` of warm-up, its backlog does not grow and the p99 of its
+of steady input (and at least 24 of its batch cycles: Spark within 30 s, 7.5 s triggers,
+180 s; :func:`streamscale.experiment.sustainable.steady_window_s`) after ``--warmup-s`` of
+warm-up, its backlog does not grow and the p99 of its
 event-time latency (output record's append time minus its input record's append time) stays
 within the bound: Karimov et al., ICDE 2018; the verdict and the rate search are
 :mod:`streamscale.experiment.sustainable` (pure, unit-tested), which states the criteria
@@ -264,6 +266,10 @@ class SparkEngine:
         """Whether the query started for this step has finished a batch with input."""
         return bool(self.batches)
 
+    def cycle_s(self, bound_s: float) -> float:
+        """Its batch cycle within ``bound_s``: the bound's trigger interval."""
+        return ss.spark_batching(bound_s, 1.0).trigger_s
+
     def before_step(self, rate: float, bound_s: float) -> str:
         self.batches = []
         batching = ss.spark_batching(bound_s, rate)
@@ -328,6 +334,10 @@ class KafkaStreamsEngine:
 
     def __init__(self, app: ks.StreamsApp) -> None:
         self.app = app
+
+    def cycle_s(self, bound_s: float) -> float:
+        """No batch cycle: records are processed one at a time."""
+        return 0.0
 
     def before_step(self, rate: float, bound_s: float) -> str:
         return "defaults"
@@ -465,13 +475,14 @@ class Bench:
         backlog it left: it lasts at least ``--warmup-s`` and until the lag is at most
         ``rate × bound``, at most :data:`CATCH_UP_S` longer."""
         args = self.args
+        steady_s = ss.steady_window_s(args.steady_s, engine.cycle_s(bound_s))
         config = engine.before_step(rate, bound_s)
         curves: tuple[list[ss.LagPoint], list[ss.LagPoint]] = ([], [])
         points: list[ss.LagPoint] = []
         cut = ""
         # Stopped by PID after the window's tail; the duration only bounds them.
         gens = self.generators(
-            pipe, rate, RESTART_WAIT_S + args.warmup_s + CATCH_UP_S + args.steady_s + TAIL_S + 5
+            pipe, rate, RESTART_WAIT_S + args.warmup_s + CATCH_UP_S + steady_s + TAIL_S + 5
         )
         began = time.time()
         t0 = start_at = math.inf
@@ -502,7 +513,7 @@ class Bench:
                             out0=out_ends,
                         )
                         rss = cpu_use.RssPeak(engine.rss_kinds, root=os.getpid())
-                if now >= start_at + args.steady_s:
+                if now >= start_at + steady_s:
                     window.update(end=now, cpu1=cpu_use.snapshot(os.getpid()), in1=in_ends)
                     break
                 if now > start_at and lag > rate * (2 * bound_s + ABORT_SLACK_S):
@@ -516,7 +527,7 @@ class Bench:
                         raise RuntimeError(f"the generator failed ({code}): {err}")
                 time.sleep(args.sample_s)
             if not cut:  # its last seconds follow the window: what the engine does after it
-                while time.time() < start_at + args.steady_s + TAIL_S:
+                while time.time() < start_at + steady_s + TAIL_S:
                     self.sample(pipe, engine, curves)
                     time.sleep(args.sample_s)
         finally:
@@ -674,10 +685,13 @@ def run_search(
     plan: ss.SearchPlan,
     args: argparse.Namespace,
     known: Sequence[Measured] = (),
+    cycle_s: float = 0.0,
 ) -> Result:
     """The search of one engine at one bound; ``known``: steps already measured that are
-    judged against this bound too (Kafka Streams' one process serves every bound)."""
-    criteria = ss.Criteria(bound_s=bound_s, min_steady_s=args.steady_s * 0.98)
+    judged against this bound too (Kafka Streams' one process serves every bound);
+    ``cycle_s``: the engine's batch cycle at this bound, which sets the steady window."""
+    steady_s = ss.steady_window_s(args.steady_s, cycle_s)
+    criteria = ss.Criteria(bound_s=bound_s, min_steady_s=steady_s * 0.98)
     steps: list[tuple[Measured, ss.Verdict]] = []
     note = note_stuck = ""
     for m in known:
@@ -800,7 +814,11 @@ def spark_searches(
                 bench.warm_up(name, engine, pipe)
                 for bound in bench.args.bounds:
                     measure = functools.partial(bench.measure, engine, pipe, bound_s=bound)
-                    results.append(run_search(name, bound, measure, plan, bench.args))
+                    results.append(
+                        run_search(
+                            name, bound, measure, plan, bench.args, cycle_s=engine.cycle_s(bound)
+                        )
+                    )
                     if results[-1].stuck:  # a backlog left behind: no other bound on it
                         break
             finally:
@@ -955,7 +973,12 @@ def main() -> None:
         help="run each engine at --start for this long before its first step, unmeasured "
         "(its JVM's JIT warm-up)",
     )
-    parser.add_argument("--steady-s", type=float, default=60.0)
+    parser.add_argument(
+        "--steady-s",
+        type=float,
+        default=60.0,
+        help="the shortest steady window; an engine's is also at least 24 of its batch cycles",
+    )
     parser.add_argument("--sample-s", type=float, default=0.5)
     parser.add_argument(
         "--generators",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from hypothesis import given
@@ -20,6 +21,7 @@ from streamscale.experiment.sustainable import (
     percentile,
     search,
     spark_batching,
+    steady_window_s,
     verdict,
 )
 
@@ -105,6 +107,61 @@ def test_lag_slope_of_a_line(slope: float, intercept: float, gaps: list[float]) 
         times.append(times[-1] + g + 0.1)
     points = [(t, intercept + slope * t) for t in times]
     assert lag_slope(points) == pytest.approx(slope, rel=1e-6, abs=1e-3)
+
+
+def micro_batch_lag(
+    rate: float, trigger_s: float, batch_s: tuple[float, float], seconds: float, seed: int
+) -> list[tuple[float, float]]:
+    """The lag, sampled every 0.5 s, of a micro-batch engine that keeps up: a batch starts
+    every ``trigger_s`` with what has been appended, takes a random time within ``batch_s``
+    (shorter than the trigger), and at its end the lag falls to what came meanwhile."""
+    rnd = random.Random(seed)
+    starts = [k * trigger_s for k in range(int(seconds / trigger_s) + 2)]
+    ends = [s + rnd.uniform(*batch_s) for s in starts]
+    points, t, last = [], ends[0], 0
+    while t < seconds:
+        while last + 1 < len(ends) and ends[last + 1] <= t:
+            last += 1
+        points.append((t, rate * (t - starts[last])))
+        t += 0.5
+    return points
+
+
+def test_steady_window_spans_enough_batch_cycles_for_the_slope() -> None:
+    """Spark's game sessions within 30 s (7.5 s triggers, batches of 3-5 s) keep up, yet a
+    minute's window puts their lag's slope past 2 % of the rate in some windows; the window of
+    :func:`steady_window_s` keeps it well within, wherever it starts."""
+    rate, trigger_s = 14_142.0, 7.5
+    window_s = steady_window_s(60.0, trigger_s)
+    assert window_s == 180.0
+    slopes: dict[float, list[float]] = {60.0: [], window_s: []}
+    for seed in range(10):
+        lag = micro_batch_lag(rate, trigger_s, (3.0, 5.0), 900.0, seed)
+        for start in range(10, 700, 9):
+            for length, found in slopes.items():
+                found.append(lag_slope([(t, v) for t, v in lag if start <= t <= start + length]))
+    assert max(slopes[60.0]) > 0.02 * rate
+    assert max(abs(s) for s in slopes[window_s]) < 0.01 * rate
+
+
+@pytest.mark.parametrize(
+    ("min_steady_s", "cycle_s", "expected"),
+    [
+        (60.0, 0.0, 60.0),
+        (60.0, 0.25, 60.0),
+        (60.0, 1.25, 60.0),
+        (60.0, 7.5, 180.0),
+        (90.0, 2.0, 90.0),
+    ],
+)
+def test_steady_window_s(min_steady_s: float, cycle_s: float, expected: float) -> None:
+    assert steady_window_s(min_steady_s, cycle_s) == expected
+
+
+@pytest.mark.parametrize(("min_steady_s", "cycle_s"), [(0.0, 1.0), (60.0, -1.0)])
+def test_steady_window_s_refused(min_steady_s: float, cycle_s: float) -> None:
+    with pytest.raises(ConfigError, match="steady window"):
+        steady_window_s(min_steady_s, cycle_s)
 
 
 def test_lag_slope_of_one_time() -> None:
