@@ -11,13 +11,13 @@
 For each engine, the highest input rate it *sustains*: over at least ``--steady-s`` seconds
 of steady input (and at least 24 of its batch cycles: Spark within 30 s, 7.5 s triggers,
 180 s; :func:`streamscale.experiment.sustainable.steady_window_s`) after ``--warmup-s`` of
-warm-up, its backlog does not grow and the p99 of its
-event-time latency (output record's append time minus its input record's append time) stays
-within the bound: Karimov et al., ICDE 2018; the verdict and the rate search are
-:mod:`streamscale.experiment.sustainable` (pure, unit-tested), which states the criteria
-precisely. The rate is stepped up ×``--factor`` from ``--start`` until a step fails (down when
-the start fails), then bisected until the bracket is within ``--precision``, at most
-``--max-steps`` steps per engine and bound. Rates are input records per second (game
+warm-up, its backlog does not grow and the p99 of its event-time latency (output record's
+append time minus its input record's append time) stays within the bound: Karimov et al.,
+ICDE 2018; the verdict and the rate search are :mod:`streamscale.experiment.sustainable`
+(pure, unit-tested), which states the criteria precisely. The rate is stepped up
+×``--factor`` from ``--start`` until a step fails (down when the start fails), then bisected
+until the bracket is within ``--precision``, at most ``--max-steps`` steps per engine and
+bound. Rates are input records per second (game
 sessions: frames and their approvals).
 
 One invocation, one embedded Apache Kafka broker, the engines one after the other, each on
@@ -483,7 +483,7 @@ class Bench:
         backlog it left: it lasts at least ``--warmup-s`` and until the lag is at most
         :data:`SETTLED_LAG_SHARE` of ``rate × bound``, at most :data:`CATCH_UP_S` longer."""
         args = self.args
-        steady_s = ss.steady_window_s(args.steady_s, engine.cycle_s(bound_s))
+        steady_s = self.steady_s(engine, bound_s)
         config = engine.before_step(rate, bound_s)
         curves: tuple[list[ss.LagPoint], list[ss.LagPoint]] = ([], [])
         points: list[ss.LagPoint] = []
@@ -577,6 +577,11 @@ class Bench:
             duplicates,
             batches,
         )
+
+    def steady_s(self, engine: Engine, bound_s: float) -> float:
+        """The steady window of ``engine``'s steps within ``bound_s`` (``--steady-s`` and
+        at least 24 of its batch cycles: :func:`ss.steady_window_s`)."""
+        return ss.steady_window_s(self.args.steady_s, engine.cycle_s(bound_s))
 
     def warm_up(self, name: str, engine: Engine, pipe: Pipe) -> None:
         """Run the engine at ``--start`` for ``--engine-warmup-s`` before its first step,
@@ -693,13 +698,12 @@ def run_search(
     measure: Callable[[float], Measured],
     plan: ss.SearchPlan,
     args: argparse.Namespace,
+    steady_s: float,
     known: Sequence[Measured] = (),
-    cycle_s: float = 0.0,
 ) -> Result:
-    """The search of one engine at one bound; ``known``: steps already measured that are
-    judged against this bound too (Kafka Streams' one process serves every bound);
-    ``cycle_s``: the engine's batch cycle at this bound, which sets the steady window."""
-    steady_s = ss.steady_window_s(args.steady_s, cycle_s)
+    """The search of one engine at one bound; ``steady_s``: its steps' steady window
+    (:meth:`Bench.steady_s`); ``known``: steps already measured that are judged against
+    this bound too (Kafka Streams' one process serves every bound)."""
     criteria = ss.Criteria(bound_s=bound_s, min_steady_s=steady_s * 0.98)
     steps: list[tuple[Measured, ss.Verdict]] = []
     note = note_stuck = ""
@@ -825,7 +829,7 @@ def spark_searches(
                     measure = functools.partial(bench.measure, engine, pipe, bound_s=bound)
                     results.append(
                         run_search(
-                            name, bound, measure, plan, bench.args, cycle_s=engine.cycle_s(bound)
+                            name, bound, measure, plan, bench.args, bench.steady_s(engine, bound)
                         )
                     )
                     if results[-1].stuck:  # a backlog left behind: no other bound on it
@@ -881,7 +885,11 @@ def kstreams_searches(bench: Bench, plan: ss.SearchPlan, tmp: Path) -> list[Resu
 
         for bound in sorted(args.bounds, reverse=True):
             known = list(cache.values())  # in the order measured
-            results.append(run_search("kstreams", bound, measure, plan, args, known))
+            results.append(
+                run_search(
+                    "kstreams", bound, measure, plan, args, bench.steady_s(engine, bound), known
+                )
+            )
             if results[-1].stuck:  # a backlog left behind: no other bound on it
                 break
     finally:
